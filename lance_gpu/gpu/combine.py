@@ -75,13 +75,22 @@ its string and binary columns (lists' string items included) into one *read offs
 arena* at the unit's rows, shifted by the bytes of the column's earlier units (known on the
 host when the unit launches: each unit's unravel reads its spans back;
 ``lance_gpu.gpu.read._ReadOffsets``, ``decode_unit(offsets_into=...)``), so they are the
-column's offsets from 0 (:func:`_offsets_run`), rebased by no launch.  (A read with a
-gather -- a filter, deletions, a take -- keeps each unit's own buffers, and its selections
-are written here, as below.)  What such a read still has written here, and why:
+column's offsets from 0 (:func:`_offsets_run`), rebased by no launch; and the decode of
+every unit writes its string and binary bytes (lists' string items, FSST and dictionary
+strings, large_string included) into one *read bytes arena*, each column a region of its
+own from a 64-byte boundary at the column's bytes so far (``lance_gpu.gpu.read._ReadBytes``,
+``decode_unit(bytes_into=...)``: a unit's byte total per column comes back with its scan,
+before its bytes are written; a region short of it grows the arena, the bytes so far copied
+over), so a column's chars are one run of it (:func:`_one_run` in :meth:`_Builder._place`),
+copied by no launch.  (A read with a gather -- a filter, deletions, a take -- keeps each
+unit's own buffers, and its selections are written here, as below.)  What such a read
+still has written here, and why:
 
-* string and binary bytes, copied (one batched copy per unit's byte buffer): a unit's byte
-  total is known only once its decode has scanned its lengths (FSST's decoded lengths
-  included), so a column's bytes over the read have no place before its last unit decodes;
+* the string and binary bytes of a column some unit left out of the bytes arena (its
+  leaves there not continuing the column's rows, or the unit's variable-width columns not
+  tiling its value slots: not seen on pylance's files; the unit's bytes are then its own
+  buffer's), copied (one batched copy per source allocation) for every unit, the arena's
+  earlier ones too;
 * list and map offsets, rebased (int32 from 0; one launch per unit's offsets buffer):
   each unit's unravel writes its own from 0 (``unravel_segments_gpu(cudf=True)``), taking
   no shift of the earlier units' items (and the offsets of a string column whose bytes

@@ -15,21 +15,27 @@ Order (each step one launch, or one per word size / destination, and skipped whe
 6. ``dictionary spans`` then one ``copy`` of the fixed-width dictionary values;
 7. ``remap`` of definition levels where a column's pages describe their layers differently;
 8. variable width: lengths (span lengths, FSST lengths pass over every FSST page with its own
-   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass.
+   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass (into a read's
+   bytes arena: each column's ends read back with the scan's total, one rebase of the
+   offsets to the arena first, :class:`BytesInto`).
 
 The result is four device buffers shared by every column of the unit: fixed-width values,
-levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.
+levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.  (A
+read of several units may give the fixed-width values' and the bytes' buffers: arenas of
+the whole read that each unit writes its part of.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 import cuda_kernels as ck
 from cuda_kernels import _device
+from cuda_kernels.errors import ERR_OUT_OF_BOUNDS, CorruptInputError
+from cuda_kernels.pieces import rebase_offsets_segments_gpu
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
 from lance_gpu.file.encodings.rle import decode_kernels as rle_kernels
@@ -117,8 +123,60 @@ def _fill(dst, items) -> None:
 OffsetsInto = tuple[DeviceArray, Sequence[tuple[int, int, int, int] | None]]
 
 
+@dataclass(slots=True)
+class BytesInto:
+    """Where a read of several units wants the unit's variable-width bytes (``decode_unit``'s
+    ``bytes_into``): straight into the read's *bytes arena*, each column's bytes of every unit
+    one after the other in a region of its own (:class:`lance_gpu.gpu.read._ReadBytes`).
+
+    ``columns``: the ``(first slot, slots)`` of every variable-width output column of the
+    unit, in slot order, each but the last followed by an *end slot* (one empty slot the unit
+    plan gives it, :func:`lance_gpu.gpu.read._stage`), so that columns and end slots tile the
+    unit's slots ``[0, nslots)``; the decode then zeroes the end slots' lengths, scans the
+    lengths, reads back each column's byte total (the scan's ends at the end slots and
+    ``nslots``, one copy: the total it read back anyway) and calls ``reserve(totals)``,
+    which returns the arena and each column's first byte in it for this unit (room made:
+    it may grow the arena first).  The unit's offsets are then rebased in place to bytes of
+    the arena (one launch: each column's slots and its end slot, whose offset is the
+    column's end) and the plain copy and the FSST decode write there: the unit has no byte
+    buffer of its own.  ``placed``: whether the decode did (False where the columns do not
+    tile the unit's slots: its bytes are then the unit's own).
+
+    ``room()``: where the host bounds every column's bytes of the unit (``bound``: its
+    pages' buffer bytes, which plain strings' spans lie in), the arena and each column's
+    first byte with room for the bound, the bytes so far not advanced (``exact`` False: the
+    caller counts them from the unit's spans).  A unit of such columns only (no FSST page,
+    no dictionary, no constant value, no empty column: :meth:`bounded`) reads back no
+    column end: the offsets rebased to the arena by the check kernel's rebase (from each
+    column's first offset on the device, into a buffer of their own: one launch)."""
+
+    columns: Sequence[tuple[int, int]]
+    reserve: Callable[[np.ndarray], tuple[DeviceArray, np.ndarray]]
+    room: Callable[[], tuple[DeviceArray, np.ndarray]] | None = None
+    placed: bool = False
+    exact: bool = True
+
+    def bounded(self, unit: UnitPlan) -> bool:
+        """Whether the host bounds the unit's bytes of every column (:attr:`room`)."""
+        return (self.room is not None and not unit.fsst and not unit.dictionary
+                and not any(ln for _s, _n, _st, ln in unit.fill_slots) and all(n for _lo, n in self.columns))
+
+    def tiles(self, nslots: int) -> bool:
+        """Whether the columns and their end slots tile ``[0, nslots)``."""
+        at = 0
+        for k, (lo, n) in enumerate(self.columns):
+            if lo != at:
+                return False
+            at = lo + n + (k + 1 < len(self.columns))
+        return bool(self.columns) and at == nslots
+
+    def ends(self) -> list[int]:
+        """The end slot of each column but the last (whose end is the unit's last slot)."""
+        return [lo + n for lo, n in self.columns[:-1]]
+
+
 def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = (), fixed: DeviceArray | None = None,
-                offsets_into: OffsetsInto | None = None) -> UnitBuffers:
+                offsets_into: OffsetsInto | None = None, bytes_into: BytesInto | None = None) -> UnitBuffers:
     """Decode every page of the unit (see the module docstring) from ``arena``, its staged
     bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
     flags corrupt input.  Every page work item of the unit goes up first, as one work table
@@ -130,7 +188,9 @@ def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int
     :func:`lance_gpu.gpu.read._place_read_fixed`); None: one of the unit's own
     (``unit.fixed_size``).  ``offsets_into``: the columns whose cuDF offsets go to the
     read's offsets arena at the unit's rows, shifted by the bytes of the earlier units
-    (:data:`OffsetsInto`), where they fit int32."""
+    (:data:`OffsetsInto`), where they fit int32.  ``bytes_into``: the read's bytes arena the
+    unit's variable-width bytes go to (:class:`BytesInto`), where its columns tile its slots;
+    then :attr:`UnitBuffers.var_offsets` are bytes of that arena, ``var_bytes`` the arena."""
     if arena is None:
         headers.stage(unit)
         arena = unit.stage.upload()
@@ -138,11 +198,11 @@ def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int
     headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):
-        return _decode_pages(unit, arena, var_columns, fixed, offsets_into)
+        return _decode_pages(unit, arena, var_columns, fixed, offsets_into, bytes_into)
 
 
 def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]], fixed: DeviceArray | None,
-                  offsets_into: OffsetsInto | None = None) -> UnitBuffers:
+                  offsets_into: OffsetsInto | None = None, bytes_into: BytesInto | None = None) -> UnitBuffers:
     if fixed is None:
         fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
@@ -180,11 +240,15 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]],
         ck.bits_to_bytes_gpu(arena, a["src"], a["count"], fixed, a["dst"])
     _fill(fixed, unit.fill_fixed)
     _fill(levels.view(np.uint8), unit.fill_level)
-    if unit.fill_slots:
+    if bytes_into is not None and not bytes_into.tiles(nslots):
+        bytes_into = None
+    # end slots: empty, their lengths zeroed with the fills' (with FSST pages: in _variable)
+    ends = bytes_into.ends() if bytes_into is not None and not unit.fsst else []
+    if unit.fill_slots or ends:
         starts = [(8 * s, 8 * n, int(st).to_bytes(8, "little", signed=True)) for s, n, st, _ln in unit.fill_slots]
         lens = [(8 * s, 8 * n, int(ln).to_bytes(8, "little", signed=True)) for s, n, _st, ln in unit.fill_slots]
         _fill(src_start.view(np.uint8), starts)
-        _fill(src_len.view(np.uint8), lens)
+        _fill(src_len.view(np.uint8), lens + [(8 * e, 8, bytes(8)) for e in ends])
     for vbits, lst in unit.rle.items():
         _run_rle(arena, vbits, lst, dest)
 
@@ -216,16 +280,18 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]],
 
     # 8. variable-width values, then their validation (offsets in order and in bounds,
     #    UTF-8 for string columns)
-    var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len)
-    cudf = _check_variable(unit, var_offsets, var_bytes, n_bytes, var_columns, offsets_into)
+    var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len, bytes_into)
+    cudf = _check_variable(unit, var_offsets, var_bytes, n_bytes, var_columns, offsets_into,
+                           bound=int(var_bytes.shape[0]) if bytes_into is not None else None)
     return UnitBuffers(fixed, levels, var_offsets, var_bytes, cudf)
 
 
 def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequence[tuple[int, int]] = (),
-                    into: OffsetsInto | None = None) -> list[CudfOffsets]:
-    """One launch over every variable-width value of the unit (``n_bytes``: their total,
-    ``offsets[nslots]``); a bad value raises ``CorruptFileError`` naming its file, column
-    and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
+                    into: OffsetsInto | None = None, bound: int | None = None) -> list[CudfOffsets]:
+    """One launch over every variable-width value of the unit (``n_bytes``: their total;
+    ``bound``: the bytes of ``data`` the offsets may reach, ``n_bytes`` where None, else
+    the read's bytes arena the unit wrote into, :class:`BytesInto`); a bad value raises
+    ``CorruptFileError`` naming its file, column and page.  The pages are the per-page entries (:attr:`UnitPlan.var_checks`) then the
     leaves planned as tables (:attr:`UnitPlan.var_check_rows`, arrays per leaf).
 
     The same launch writes the offsets of each of ``columns`` (``(first slot, slots)``) in
@@ -264,7 +330,8 @@ def _check_variable(unit: UnitPlan, offsets, data, n_bytes: int, columns: Sequen
         return CorruptFileError(path, f"column {column} page {page}: {what} (device decode)")
 
     # read back only if a value is bad (with the unit's other error flags)
-    ck.check_variable_segments_gpu(offsets, data, n_bytes, slot[at], count[at], utf8[at], on_bad=bad_value, rebased=rebased)
+    ck.check_variable_segments_gpu(offsets, data, n_bytes if bound is None else bound, slot[at], count[at], utf8[at],
+                                   on_bad=bad_value, rebased=rebased)
     return cudf
 
 
@@ -348,11 +415,17 @@ def _run_rle(arena, vbits: int, lst, dest) -> None:
             ck.copy_ranges_gpu(expanded, first[sel] * vb, a["count"][sel] * vb, dest(name), a["dst"][sel])
 
 
-def _variable(arena, unit: UnitPlan, src_start, src_len):
-    """Lengths, one scan, then the plain bytes and the FSST strings of every slot."""
+def _variable(arena, unit: UnitPlan, src_start, src_len, into: BytesInto | None = None):
+    """Lengths, one scan, then the plain bytes and the FSST strings of every slot: into a
+    buffer of the unit's own, or with ``into`` into the read's bytes arena (the offsets then
+    bytes of it: :class:`BytesInto`).  Returns ``(offsets, bytes, the unit's bytes)``."""
     n = unit.nslots
     if not n:
-        return _array.zeros(1, np.int64), _array.empty(1, np.uint8), 0
+        if into is None:
+            return _array.zeros(1, np.int64), _array.empty(1, np.uint8), 0
+        data, _pos = into.reserve(np.zeros(len(into.columns), np.int64))  # empty columns: nothing to place
+        into.placed = True
+        return _array.zeros(1, np.int64), data, 0
     out_len = copy_len = src_len[:n]  # plain bytes: each slot's length is its span's
     if unit.fsst:
         both = _array.empty(2 * n, np.int64)  # decoded lengths, then the bytes to copy: one launch
@@ -360,15 +433,67 @@ def _variable(arena, unit: UnitPlan, src_start, src_len):
         out_len, copy_len = both[:n], both[n:]
         seg_bounds, table_pos, nsym = _fsst_segments(unit)
         ck.fsst_lengths_segments_gpu(arena, table_pos, nsym, arena, src_start[:n], src_len[:n], seg_bounds, out_len)
-        # FSST slots are written by the decode pass, not copied
-        _fill(copy_len.view(np.uint8), [(8 * lo, 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst])
-    offsets, total = _device.exclusive_scan(out_len)
-    data = _array.empty(max(total, 1), np.uint8)
+        # FSST slots are written by the decode pass, not copied; end slots (into) are empty
+        ends = into.ends() if into is not None else []
+        _fill(both.view(np.uint8), [(8 * (n + lo), 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst]
+              + [(8 * (h + e), 8, bytes(8)) for e in ends for h in (0, n)])
+    if into is None:
+        offsets, total = _device.exclusive_scan(out_len)
+        data = _array.empty(max(total, 1), np.uint8)
+    elif into.bounded(unit):
+        offsets, total, data = _into_room(out_len, n, into)
+    else:
+        offsets, total, data = _into_arena(out_len, n, into)
     if total:
         ck.copy_ranges_gpu(arena, src_start[:n], copy_len, data, offsets[:n], max_total=total)  # plain bytes <= all bytes
     if unit.fsst and total:
         ck.fsst_decode_segments_gpu(arena, table_pos, arena, src_start[:n], src_len[:n], seg_bounds, offsets, data)
     return offsets, data, int(total)
+
+
+def _into_arena(out_len, n: int, into: BytesInto) -> tuple[DeviceArray, int, DeviceArray]:
+    """Scan the unit's lengths; read back each column's end (the scan at its end slot, and at
+    ``n`` for the last: one copy, gathered by one launch where there are several columns);
+    reserve the columns' bytes in the read's arena (``into.reserve``); rebase the offsets in
+    place to bytes of it, each column's slots and its end slot from the column's first byte
+    (one launch).  Returns ``(offsets, the unit's bytes, the arena)``."""
+    ends = np.array([*into.ends(), n], np.int64)
+    if ends.size == 1:
+        offsets, total = _device.exclusive_scan(out_len)
+        at_end = np.array([total], np.int64)
+    else:
+        offsets = _device.exclusive_scan_device(out_len)
+        got = _array.empty(ends.size, np.int64)
+        ck.copy_ranges_gpu(offsets, 8 * ends, np.full(ends.size, 8, np.int64), got, 8 * np.arange(ends.size, dtype=np.int64))
+        at_end = _array.to_host(got).astype(np.int64)
+    first = np.concatenate([[0], at_end[:-1]]).astype(np.int64)
+    data, pos = into.reserve(at_end - first)
+    into.placed = True
+    lo = np.array([c[0] for c in into.columns], np.int64)
+    count = np.array([c[1] + 1 for c in into.columns], np.int64)  # its slots and the end (slot, or n)
+    rebase_offsets_segments_gpu(offsets, lo, count, first, np.asarray(pos, np.int64), np.zeros(lo.size, np.int64), offsets, lo)
+    return offsets, int(at_end[-1]), data
+
+
+def _into_room(out_len, n: int, into: BytesInto) -> tuple[DeviceArray, int, DeviceArray]:
+    """:func:`_into_arena` where the host bounds each column's bytes (``into.room``): the
+    scan's total read back as ever, no column end; the offsets rebased from each column's
+    first on the device (the check kernel's rebase, offsets validated on the way) into a
+    buffer of their own.  Returns ``(offsets, the unit's bytes, the arena)``."""
+    assert into.room is not None
+    scanned, total = _device.exclusive_scan(out_len)
+    data, pos = into.room()
+    into.placed, into.exact = True, False
+    lo = np.array([c[0] for c in into.columns], np.int64)
+    count = np.array([c[1] for c in into.columns], np.int64)
+    offsets = _array.empty(n + 1, np.int64)
+
+    def bad(_k: int) -> CorruptInputError:
+        return CorruptInputError("variable-width offsets out of order or out of bounds (device decode)", ERR_OUT_OF_BOUNDS)
+
+    ck.check_variable_segments_gpu(scanned, data, total, lo, count, np.zeros(lo.size, np.bool_), on_bad=bad,
+                                   rebased=(offsets, lo, lo + count, lo, np.asarray(pos, np.int64)))
+    return offsets, int(total), data
 
 
 def _fsst_segments(unit: UnitPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

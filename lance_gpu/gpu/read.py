@@ -14,8 +14,9 @@ non-blocking streams) while the current unit's kernels run, so when a read spans
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
 several units with no gather decodes every unit's fixed-width values, flat columns'
-validity and string offsets into arenas in cuDF's final layout, :func:`_place_read_fixed`,
-:func:`_place_read_masks`, :class:`_ReadOffsets`).  The job's selected rows
+validity, string offsets and string bytes into arenas in cuDF's final layout,
+:func:`_place_read_fixed`, :func:`_place_read_masks`, :class:`_ReadOffsets`,
+:class:`_ReadBytes`).  The job's selected rows
 (live rows, a take, late-materialized rows) are selected on the host
 (:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
 decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+import cuda_kernels as ck
 from cuda_kernels import _device
 from cuda_kernels.errors import CorruptInputError, deferred_errors
 from lance_gpu.errors import CorruptFileError, CpuDecodeWarning, UnsupportedEncodingError
@@ -42,7 +44,7 @@ from lance_gpu.gpu import _array, headers, memory, passplan
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.assemble import ReadMasks, build_fields
 from lance_gpu.gpu.columns import DeviceColumn
-from lance_gpu.gpu.decode import OffsetsInto, decode_unit
+from lance_gpu.gpu.decode import BytesInto, OffsetsInto, decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
@@ -259,11 +261,15 @@ def _stage(items: list[tuple[int, FieldPlan]], placed: bool = False) -> _Staged:
     """Plan a unit's pages and copy its bytes to the device (runs in the staging thread):
     each column's value regions adjacent across the fragments (:func:`_columns`; with
     ``placed`` the fixed-width ones are the read fixed arena's already,
-    :func:`_place_read_fixed`), then the same column of its fragments placed as one table
+    :func:`_place_read_fixed`, and each variable-width column but the last is followed by an
+    empty *end slot*, whose offset is the column's end when its bytes go to the read's bytes
+    arena, :class:`_ReadBytes`), then the same column of its fragments placed as one table
     (:func:`passplan.place_unit`)."""
     with _array.nvtx_range("lance_gpu.plan_unit"):
         unit = UnitPlan()
         for column in _columns(items):
+            if placed and unit.nslots and any(leaf.kind == "var" for leaf in column):
+                unit.alloc_slots(1)  # the previous variable-width column's end slot (decode.BytesInto)
             for j, leaf in enumerate(column):
                 if placed and leaf.kind != "var":
                     continue
@@ -372,31 +378,213 @@ def _var_leaf_columns(col: DeviceColumn) -> Iterator[DeviceColumn]:
         yield col
 
 
+class _ReadBytes:
+    """The read's bytes arena of a ``to_cudf`` read of several units: the string and binary
+    bytes of every variable-width column over the whole read (the same field's leaf ``j`` of
+    every fragment, lists' string items too), each column a region of its own from a 64-byte
+    boundary, its units' bytes one after the other in fragment order, which the decode of
+    each unit writes straight into (``decode_unit(bytes_into=...)``,
+    :class:`~lance_gpu.gpu.decode.BytesInto`): its offsets are then bytes of the arena and
+    a column's pieces one run of it, which combining takes as it is (its ``_one_run``).
+
+    A region's size is a guess made before its bytes are known (a unit's byte total of a
+    column comes back with the unit's scan, before its bytes are written): first the
+    column's pages' buffer bytes (plain strings: at most that; FSST and dictionary strings
+    may be more); the arena is allocated when the first unit reserves, every region it
+    holds then sized from that unit's bytes per page byte where that is more (scaled to the
+    column's pages, 1/16 spare).  A unit's column that does not fit its region grows the
+    arena the same way: a new one, every region's bytes so far copied there (one batched
+    copy), the earlier units' columns re-pointed at it (:attr:`grown` counts these).  A unit
+    of plain strings only is given room for its pages' bytes instead (:meth:`_room`: no
+    column end read back), its bytes counted from its columns' spans.  A
+    column whose leaves of a unit do not continue its rows (or a unit whose columns do not
+    tile its slots) keeps the unit's own bytes from then on (combining copies them)."""
+
+    def __init__(self, frags: list[_Frag]) -> None:
+        groups: dict[tuple[str, int], list[LeafPlan]] = {}
+        for fw in frags:
+            for name, fp in fw.gpu.items():
+                for j, leaf in enumerate(fp.leaves):
+                    if leaf.kind == "var":
+                        groups.setdefault((name, j), []).append(leaf)
+        #: id(leaf) -> (its column, the leaf's first row in the column)
+        self.place: dict[int, tuple[tuple[str, int], int]] = {}
+        #: per column: rows decoded so far, None where a unit left it out
+        self.rows: dict[tuple[str, int], int | None] = {}
+        self.pages: dict[tuple[str, int], int] = {}  # the column's pages' buffer bytes
+        self.pages_done: dict[tuple[str, int], int] = {}  # ... of its leaves reserved so far
+        self.cap: dict[tuple[str, int], int] = {}  # region bytes
+        self.start: dict[tuple[str, int], int] = {}  # region's first byte
+        self.used: dict[tuple[str, int], int] = {}  # bytes written so far
+        #: the leaf columns of earlier units viewing a region: [column, bytes the arena has moved]
+        self.views: dict[tuple[str, int], list[list[Any]]] = {}
+        for key, leaves in groups.items():
+            row = 0
+            for leaf in leaves:
+                self.place[id(leaf)] = (key, row)
+                row += leaf.num_values
+            self.rows[key] = 0
+            self.pages[key] = sum(leaf.page_bytes for leaf in leaves)
+            self.pages_done[key] = 0
+            self.cap[key] = _round64(self.pages[key])
+            self.used[key] = 0
+            self.views[key] = []
+        self.arena: DeviceArray | None = None
+        self.grown = 0  # reallocations after the first allocation
+        #: the room :meth:`_room` made for the unit being decoded, by column
+        self.bound: dict[tuple[str, int], int] = {}
+
+    @property
+    def size(self) -> int:
+        """The arena's bytes (planned, before the first unit)."""
+        return sum(self.cap.values())
+
+    def targets(self, items: list[tuple[int, FieldPlan]]) -> BytesInto | None:
+        """``decode_unit``'s ``bytes_into`` for the unit ``items``: None where a column of it
+        does not continue its rows (that column and the unit's others then left out)."""
+        cols = _var_column_leaves(items)
+        keys: list[tuple[str, int]] = []
+        pages: list[int] = []
+        ok = bool(cols)
+        for _lo, _n, leaves in cols:
+            first = self.place.get(id(leaves[0]))
+            key = None if first is None else first[0]
+            row = None if key is None else self.rows[key]
+            for leaf in leaves:
+                p = self.place.get(id(leaf))
+                ok = ok and p is not None and p[0] == key and p[1] == row
+                row = None if row is None else row + leaf.num_values
+            if key is None:
+                ok = False
+                continue
+            keys.append(key)
+            pages.append(sum(leaf.page_bytes for leaf in leaves))
+        if not ok or len(set(keys)) != len(keys):
+            for key in keys:
+                self.rows[key] = None
+            return None
+        return BytesInto([(lo, n) for lo, n, _leaves in cols], lambda totals: self._reserve(keys, pages, totals),
+                         lambda: self._room(keys, pages))
+
+    def _room(self, keys: list[tuple[str, int]], pages: list[int]) -> tuple[DeviceArray, np.ndarray]:
+        """Room for the unit's columns ``keys`` whose bytes are at most ``pages`` (their
+        leaves' pages' bytes): the arena and each one's first byte in it; the bytes are
+        counted once decoded (:meth:`decoded`, from the columns' spans)."""
+        grow: dict[tuple[str, int], int] = {}
+        self.bound = dict(zip(keys, pages, strict=True))
+        for key, p in zip(keys, pages, strict=True):
+            self.pages_done[key] += p
+            need = self.used[key] + p
+            if need > self.cap[key]:
+                grow[key] = _round64(need + (self.pages[key] - self.pages_done[key]))  # the rest by the same bound
+        if self.arena is None or grow:
+            self._allocate(grow)
+        assert self.arena is not None
+        return self.arena, np.array([self.start[key] + self.used[key] for key in keys], np.int64)
+
+    def _reserve(self, keys: list[tuple[str, int]], pages: list[int], totals: np.ndarray) -> tuple[DeviceArray, np.ndarray]:
+        """Room for the unit's ``totals`` bytes of the columns ``keys`` (``pages``: their
+        leaves' pages' bytes): the arena and each one's first byte in it."""
+        grow: dict[tuple[str, int], int] = {}
+        for key, p, t in zip(keys, pages, totals.tolist(), strict=True):
+            need = self.used[key] + int(t)
+            self.pages_done[key] += p
+            if need > self.cap[key] or (self.arena is None and need):
+                # scaled from the bytes per page byte so far, 1/16 spare
+                scaled = need * max(self.pages[key], 1) // max(self.pages_done[key], 1)
+                want = _round64(max(need, scaled + scaled // 16))
+                if want > self.cap[key] or need > self.cap[key]:
+                    grow[key] = max(want, _round64(need))
+        if self.arena is None or grow:
+            self._allocate(grow)
+        assert self.arena is not None
+        pos = np.array([self.start[key] + self.used[key] for key in keys], np.int64)
+        for key, t in zip(keys, totals.tolist(), strict=True):
+            self.used[key] += int(t)
+        return self.arena, pos
+
+    def _allocate(self, grow: dict[tuple[str, int], int]) -> None:
+        """(Re)allocate the arena with the regions of ``grow`` resized, the bytes written so
+        far copied over and the earlier units' columns re-pointed at it."""
+        old, old_start = self.arena, dict(self.start)
+        self.cap.update(grow)
+        at = 0
+        for key, cap in self.cap.items():
+            self.start[key] = at
+            at += cap
+        self.arena = _array.empty(max(at, 64), np.uint8)
+        if old is None:
+            return
+        self.grown += 1
+        moved = [key for key in self.cap if self.used[key]]
+        if moved:
+            ck.copy_ranges_gpu(old, np.array([old_start[k] for k in moved], np.int64), np.array([self.used[k] for k in moved], np.int64),
+                               self.arena, np.array([self.start[k] for k in moved], np.int64))
+        for key, views in self.views.items():
+            shift = self.start[key] - old_start[key]  # >= 0: regions only grow, in one order
+            for view in views:
+                view[1] += shift
+                view[0].data = self.arena[view[1]:]
+
+    def decoded(self, items: list[tuple[int, FieldPlan]], cols: list[DeviceColumn], into: BytesInto | None) -> None:
+        """Count the rows of the unit's columns written into the arena and keep their leaf
+        columns (re-pointed should the arena grow); a unit that wrote none leaves its
+        columns out from then on.  A unit given room for a bound (:meth:`_room`) whose
+        bytes of a column passed it (spans of a corrupt file reading bytes twice) raises
+        ``CorruptFileError``: they ran into the next region."""
+        wrote: dict[tuple[str, int], int] = {}
+        for (_k, fp), col in zip(items, cols, strict=True):
+            var = [leaf for leaf in fp.leaves if leaf.kind == "var"]
+            got = list(_var_leaf_columns(col))
+            for leaf, c in zip(var, got, strict=False):
+                p = self.place.get(id(leaf))
+                if p is None or self.rows[p[0]] is None:
+                    continue
+                if (into is None or not into.placed or len(var) != len(got) or c.data is not self.arena
+                        or (not into.exact and c.span is None)):
+                    self.rows[p[0]] = None
+                    continue
+                self.rows[p[0]] = p[1] + leaf.num_values
+                self.views[p[0]].append([c, 0])
+                if not into.exact:  # (room made for a bound: the bytes written are the spans')
+                    assert c.span is not None
+                    self.used[p[0]] += c.span[1] - c.span[0]
+                    wrote[p[0]] = wrote.get(p[0], 0) + c.span[1] - c.span[0]
+                    if wrote[p[0]] > self.bound.get(p[0], 0):
+                        raise CorruptFileError(leaf.path, f"column {leaf.column}: variable-width bytes past its pages' buffers")
+
+
+def _round64(n: int) -> int:
+    return -(-int(n) // 64) * 64
+
+
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None,
-            masks: ReadMasks | None = None, offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
+            masks: ReadMasks | None = None, offsets: OffsetsInto | None = None,
+            chars: BytesInto | None = None) -> list[DeviceColumn]:
     """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
     arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None;
     ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`);
     ``offsets``: where its columns' cuDF offsets go in the read's offsets arena
-    (:class:`_ReadOffsets`)."""
+    (:class:`_ReadOffsets`); ``chars``: the read's bytes arena its string bytes go to
+    (:class:`_ReadBytes`)."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
         with _array.nvtx_range("lance_gpu.decode"):
-            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets)
+            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets, chars)
         with _array.nvtx_range("lance_gpu.assemble"):
             return build_fields([fp for _k, fp in items], bufs, masks)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
                     fixed: DeviceArray | None = None, masks: ReadMasks | None = None,
-                    offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
+                    offsets: OffsetsInto | None = None, chars: BytesInto | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
     (a unit spanning several files is decoded again file by file to find it, each in
     buffers of its own)."""
     try:
-        return _decode(items, staged, fixed, masks, offsets)
+        return _decode(items, staged, fixed, masks, offsets, chars)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -452,9 +640,10 @@ def scan_device(
     unit into one read fixed arena allocated before the first unit, each column's values
     over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), and
     writes the validity of its columns without repetition levels into one zeroed read mask
-    arena (:func:`_place_read_masks`) and its string columns' int32 offsets into one read
-    offsets arena (:class:`_ReadOffsets`), which combining takes as they are.  The memory
-    budget then counts the arenas for the whole read and, per unit, the rest of the unit's
+    arena (:func:`_place_read_masks`), its string columns' int32 offsets into one read
+    offsets arena (:class:`_ReadOffsets`) and their bytes into one read bytes arena
+    (:class:`_ReadBytes`: its first guess counted), which combining takes as they are.  The
+    memory budget then counts the arenas for the whole read and, per unit, the rest of the unit's
     estimate: the units are cut from the budget less the arenas (at least a quarter of the
     budget: the arenas are the read's result, which combining the units' own buffers would
     have allocated beside them).
@@ -476,11 +665,13 @@ def scan_device(
         read_fixed: DeviceArray | None = None
         read_masks: ReadMasks | None = None
         read_offsets: _ReadOffsets | None = None
+        read_bytes: _ReadBytes | None = None
         if placed:
             size = _place_read_fixed(frags)
             words, mask_bits = _place_read_masks(frags)
             read_offsets = _ReadOffsets(frags)
-            room = max(budget - size - 4 * words - 4 * read_offsets.entries, budget // 4)
+            read_bytes = _ReadBytes(frags)
+            room = max(budget - size - 4 * words - 4 * read_offsets.entries - read_bytes.size, budget // 4)
             plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
             with _array.legacy_stream():  # (zeroed on the stream the units' kernels use)
                 read_fixed = _array.empty(max(size, 64), np.uint8)
@@ -507,16 +698,19 @@ def scan_device(
             # kernel arguments go up through pinned memory without waiting for the device
             with _array.legacy_stream(), _device.pinned_uploads():
                 into = None if read_offsets is None else read_offsets.targets(staged.items)
-                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into)
+                chars = None if read_bytes is None else read_bytes.targets(staged.items)
+                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into, chars)
                 if read_offsets is not None:
                     read_offsets.decoded(staged.items, cols)
+                if read_bytes is not None:
+                    read_bytes.decoded(staged.items, cols, chars)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
             for (k, fp), col in zip(staged.items, cols):
                 frags[k].done[fp.name] = col
                 remaining[k] -= 1
             del staged
             if ahead is None:
-                read_fixed = read_masks = read_offsets = None  # (held by the columns' views only)
+                read_fixed = read_masks = read_offsets = read_bytes = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done
