@@ -1153,10 +1153,12 @@ def _cudf_slots(runs, tabs, ns, layer_first, nlayers, lists_into=None) -> tuple[
     return base, size
 
 
-def _lists_into(segments, runs, nls, layer_first, spec) -> dict[int, tuple[int, int, int, int, int]]:
+def _lists_into(segments, runs, ns, nls, layer_first, spec) -> dict[int, tuple[int, int, int, int, int]]:
     """Every layer of the runs with repetition levels that ``unravel_segments_gpu``'s
     ``lists_into`` places (``{run: per layer (first entry, first bit, entries, row, shift)}``:
-    a run of every segment of that run, its layers as many), by global layer."""
+    a run of every segment of that run, its layers as many), by global layer; a list
+    layer's offsets only where they stay int32 (its shift plus the run's levels, a bound of
+    the inner layer's entries, at most :data:`CUDF_RUN_MAX_LEVELS`: else first entry -1)."""
     out: dict[int, tuple[int, int, int, int, int]] = {}
     if not spec:
         return out
@@ -1165,10 +1167,14 @@ def _lists_into(segments, runs, nls, layer_first, spec) -> dict[int, tuple[int, 
         got = spec.get(run)
         if got is None or len(got) != int(nls[g[0]]) or sum(1 for sg in segments if int(sg.run) == run) != len(g):
             continue
+        levels = int(sum(int(ns[k]) for k in g))
         for m, lay in enumerate(got):
-            if lay[0] >= 0 or lay[1] >= 0:
+            entry, bit, entries, row, shift = (int(x) for x in lay)
+            if entry >= 0 and shift + levels > CUDF_RUN_MAX_LEVELS:
+                entry = -1
+            if entry >= 0 or bit >= 0:
                 for k in g:
-                    out[int(layer_first[k]) + m] = tuple(int(x) for x in lay)  # type: ignore[assignment]
+                    out[int(layer_first[k]) + m] = (entry, bit, entries, row, shift)
     return out
 
 
@@ -1389,7 +1395,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     np.cumsum(np.where(has_rep, np.maximum(ns, 1), -(-ns // _WORD)), out=thread_start[1:])  # an empty list leaf: its final offsets
     flag_first, stride, run_first, runs = _flag_layout(segments, has_rep, ns, nls, cudf)
     lists_out, lists_words, lists_spec = (None, None, None) if lists_into is None else lists_into
-    into_lay = _lists_into(segments, runs, nls, layer_first, lists_spec)
+    into_lay = _lists_into(segments, runs, ns, nls, layer_first, lists_spec)
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
     ltr_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(ltr_len, out=ltr_first[1:])

@@ -357,8 +357,10 @@ def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
     """A column's int32 offsets from 0 as the decode wrote them (``DeviceColumn.cudf_offsets``:
     strings' by the check launch, lists' by the level unravel), where its non-empty pieces
     are whole columns whose rows in one unit column's offsets follow one another from row 0
-    to the last (a one-unit read with no gather: the unit's column of every fragment); else
-    None (the offsets are rebased here)."""
+    to the last (a one-unit read with no gather: the unit's column of every fragment; a
+    read of several units: the column's slot of a read arena, which may hold more entries
+    than the column has, a list layer's slot being sized by a bound); else None (the
+    offsets are rebased here)."""
     whole: DeviceArray | None = None
     where = None
     row = 0
@@ -375,9 +377,9 @@ def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
             return None
         whole, where = got[0], at
         row += hi - lo
-    if whole is None or row != n or int(whole.shape[0]) != n + 1 or np.dtype(whole.dtype) != np.int32:
+    if whole is None or row != n or int(whole.shape[0]) < n + 1 or np.dtype(whole.dtype) != np.int32:
         return None
-    return whole
+    return whole[: n + 1]
 
 
 def _loc64(arr) -> tuple[object, DeviceArray, int]:

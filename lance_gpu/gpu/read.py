@@ -46,6 +46,7 @@ from lance_gpu.gpu.decode import OffsetsInto, decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
+from lance_gpu.gpu.readlists import ReadLists
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
 
@@ -373,12 +374,13 @@ def _var_leaf_columns(col: DeviceColumn) -> Iterator[DeviceColumn]:
 
 
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None,
-            masks: ReadMasks | None = None, offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
+            masks: ReadMasks | None = None, offsets: OffsetsInto | None = None, lists: ReadLists | None = None) -> list[DeviceColumn]:
     """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
     arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None;
     ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`);
     ``offsets``: where its columns' cuDF offsets go in the read's offsets arena
-    (:class:`_ReadOffsets`)."""
+    (:class:`_ReadOffsets`); ``lists``: the read lists arena (list offsets and the masks
+    of leaves with repetition levels, :class:`~lance_gpu.gpu.readlists.ReadLists`)."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
@@ -386,17 +388,17 @@ def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, f
         with _array.nvtx_range("lance_gpu.decode"):
             bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets)
         with _array.nvtx_range("lance_gpu.assemble"):
-            return build_fields([fp for _k, fp in items], bufs, masks)
+            return build_fields([fp for _k, fp in items], bufs, masks, lists)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
                     fixed: DeviceArray | None = None, masks: ReadMasks | None = None,
-                    offsets: OffsetsInto | None = None) -> list[DeviceColumn]:
+                    offsets: OffsetsInto | None = None, lists: ReadLists | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
     (a unit spanning several files is decoded again file by file to find it, each in
     buffers of its own)."""
     try:
-        return _decode(items, staged, fixed, masks, offsets)
+        return _decode(items, staged, fixed, masks, offsets, lists)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -476,16 +478,19 @@ def scan_device(
         read_fixed: DeviceArray | None = None
         read_masks: ReadMasks | None = None
         read_offsets: _ReadOffsets | None = None
+        read_lists: ReadLists | None = None
         if placed:
             size = _place_read_fixed(frags)
             words, mask_bits = _place_read_masks(frags)
             read_offsets = _ReadOffsets(frags)
-            room = max(budget - size - 4 * words - 4 * read_offsets.entries, budget // 4)
+            read_lists = ReadLists([fw.gpu for fw in frags])
+            room = max(budget - size - 4 * words - 4 * read_offsets.entries - read_lists.nbytes, budget // 4)
             plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
             with _array.legacy_stream():  # (zeroed on the stream the units' kernels use)
                 read_fixed = _array.empty(max(size, 64), np.uint8)
                 read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
                 read_offsets.arena = _array.empty(read_offsets.entries, np.int32) if read_offsets.entries else None
+                read_lists.allocate()
         stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
@@ -507,7 +512,7 @@ def scan_device(
             # kernel arguments go up through pinned memory without waiting for the device
             with _array.legacy_stream(), _device.pinned_uploads():
                 into = None if read_offsets is None else read_offsets.targets(staged.items)
-                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into)
+                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into, read_lists)
                 if read_offsets is not None:
                     read_offsets.decoded(staged.items, cols)
                 _array.sync_kernels()  # its arena is freed now: no kernel may still read it
@@ -516,7 +521,7 @@ def scan_device(
                 remaining[k] -= 1
             del staged
             if ahead is None:
-                read_fixed = read_masks = read_offsets = None  # (held by the columns' views only)
+                read_fixed = read_masks = read_offsets = read_lists = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done

@@ -1792,27 +1792,47 @@ def _masks_outside_lists(cols):
             if col.mask is not None and not _has_list(col.type)]
 
 
+def _list_columns(cols, inside: bool = False):
+    """``(column, inside a list)`` of every list and map column of ``cols`` (children too)."""
+    for col in cols:
+        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+        is_list = pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)
+        if is_list:
+            yield col, inside
+        yield from _list_columns(col.children, inside or is_list or pa.types.is_fixed_size_list(s))
+
+
 def _assert_written_once(cols, combining: dict[str, int], what: str) -> None:
     """Combining copied the variable-width columns' bytes only (each column's chars: its last
     offset), every fixed-width column's values (list items, struct children, fixed-size
     lists' items, booleans included) are a 64-byte aligned run of one allocation (the read's
-    fixed arena the units decoded into), the offsets combining wrote are the list and map
-    columns' and the fixed-size lists' generated ones only (strings', lists' string items'
-    too, are the units' check launches', shifted), and the masks of the columns outside lists are
-    words of one allocation (the read's mask arena the units' unravels wrote), none packed
-    where the table has no list."""
+    fixed arena the units decoded into), the offsets combining wrote are the fixed-size
+    lists' generated ones only (strings', lists' string items' too, are the units' check
+    launches', shifted; lists' and maps' the units' unravels', at the units' entries of the
+    read's lists arena, shifted), and it packed no mask: those of the columns outside lists
+    are words of one allocation (the read's mask arena the units' unravels wrote), those of
+    lists, of their items and of structs holding one words of another (the read's lists
+    arena)."""
     from lance_gpu.gpu.columns import _is_var
 
-    lists = 0  # the list and map columns' offsets: rebased by combining (each unit's from 0)
-    for col in _every_column(cols):
-        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
-        if col.offsets is not None and (pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)):
-            lists += int(col.offsets.nbytes)
-    assert combining.get("offsets_bytes", 0) == lists + _offsets_written_by_combine(cols), (what, combining, lists)
+    assert combining.get("offsets_bytes", 0) == _offsets_written_by_combine(cols), (what, combining)
+    assert combining.get("mask_bytes", 0) == 0, (what, combining)
     masks = {_device.allocation_of(col.mask)[0] for col in _masks_outside_lists(cols)}
     assert len(masks) <= 1, (what, len(masks))
-    if not any(_has_list(c.type, fixed_size=False) for c in cols):
-        assert combining.get("mask_bytes", 0) == 0, (what, combining)
+    lists = [col for col, _inside in _list_columns(cols) if col.length]
+    in_lists = [c.mask for col in lists for c in _every_column([col]) if c.mask is not None and not _in_fixed_size_list(col, c)]
+    if lists:  # one arena for the read (a one-unit read: the unit's unravel's block)
+        assert len({_device.allocation_of(c.offsets)[0] for c in lists} | {_device.allocation_of(m)[0] for m in in_lists}) == 1, what
+
+
+def _in_fixed_size_list(top, col) -> bool:
+    """Whether ``col`` (a column below ``top``) is the items of a fixed-size list below it
+    (their validity: the decode's item bytes, packed)."""
+    for c in _every_column([top]):
+        s = c.type.storage_type if isinstance(c.type, pa.BaseExtensionType) else c.type
+        if pa.types.is_fixed_size_list(s) and any(x is col for x in _every_column(c.children)):
+            return True
+    return False
 
     chars = 0
     arenas = set()
