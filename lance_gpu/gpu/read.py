@@ -14,8 +14,9 @@ non-blocking streams) while the current unit's kernels run, so when a read spans
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
 several units with no gather decodes every unit's fixed-width values, flat columns'
-validity and string offsets into arenas in cuDF's final layout, :func:`_place_read_fixed`,
-:func:`_place_read_masks`, :class:`_ReadOffsets`).  The job's selected rows
+validity, string offsets, list offsets and list masks into arenas in cuDF's final layout,
+:func:`_place_read_fixed`, :func:`_place_read_masks`, :class:`_ReadOffsets`,
+:class:`~lance_gpu.gpu.readlists.ReadLists`).  The job's selected rows
 (live rows, a take, late-materialized rows) are selected on the host
 (:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
 decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
@@ -454,8 +455,10 @@ def scan_device(
     unit into one read fixed arena allocated before the first unit, each column's values
     over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), and
     writes the validity of its columns without repetition levels into one zeroed read mask
-    arena (:func:`_place_read_masks`) and its string columns' int32 offsets into one read
-    offsets arena (:class:`_ReadOffsets`), which combining takes as they are.  The memory
+    arena (:func:`_place_read_masks`), its string columns' int32 offsets into one read
+    offsets arena (:class:`_ReadOffsets`), and its list and map layers' int32 offsets and
+    the validity of its leaves with repetition levels into one read lists arena
+    (:class:`~lance_gpu.gpu.readlists.ReadLists`), which combining takes as they are.  The memory
     budget then counts the arenas for the whole read and, per unit, the rest of the unit's
     estimate: the units are cut from the budget less the arenas (at least a quarter of the
     budget: the arenas are the read's result, which combining the units' own buffers would
