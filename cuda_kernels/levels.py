@@ -1535,7 +1535,8 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
             layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None and kind in _NULLABLE_KINDS else 0,
                                       words=validity is not None, bit_offset=first_bit % _WORD if validity is not None else 0,
-                                      cudf_offsets=cudf_views.get(g), cudf_row=lists_rows.get(g, cudf_rows.get(g, 0))))
+                                      cudf_offsets=cudf_views.get(g),
+                                      cudf_row=lists_rows[g] if g in lists_rows and into_lay[g][0] >= 0 else cudf_rows.get(g, 0)))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out if read_also is None else (out, also)
 

@@ -642,6 +642,7 @@ def test_unravel_segments_gpu_lists_into_callers_arrays(seed):
     cap = 160  # entries a slot holds
     # (first entry, first bit) of each run's layer in the caller's arrays; (-1, -1): not placed
     place = {(r, m): (-1, -1) if (r, m) == (1, 1) else (200 * (3 * r + m), 512 * (3 * r + m)) for r in range(3) for m in range(nlay[r])}
+    place[(2, 1)] = (-1, 512 * 7)  # struct<x: list<int8>>'s list layer: its bits placed, its offsets the call's own
     offsets = cuda.to_device(np.full(200 * 9, -7, np.int32))
     words = cuda.to_device(np.zeros(16 * 9, np.uint32))
     before = {key: 0 for key in place}  # entries of each run's layer written by earlier calls
@@ -685,6 +686,11 @@ def test_unravel_segments_gpu_lists_into_callers_arrays(seed):
                         assert _device.allocation_of(lg.cudf_offsets)[0] == _device.allocation_of(offsets)[0]
                         assert _device.allocation_of(lg.cudf_offsets)[2] == 4 * entry
                         assert lg.cudf_row == rows_now[(run, m)]
+                    else:  # the call's own run offsets from 0, at the segment's row in the call's run
+                        own = h(lg.cudf_offsets)
+                        assert _device.allocation_of(lg.cudf_offsets)[0] != _device.allocation_of(offsets)[0]
+                        np.testing.assert_array_equal(own[lg.cudf_row : lg.cudf_row + lc.length + 1],
+                                                      np.asarray(lc.offsets) + own[lg.cudf_row])
                 if bit >= 0:
                     nullable = lc.kind in (3, 4, 6)
                     assert (lg.validity is not None) == bool(lc.length and (nullable or valid.all()))
@@ -711,6 +717,7 @@ def test_unravel_segments_gpu_lists_into_callers_arrays(seed):
             assert not host_bits[bit + total : bit + 512].any()
         if entry < 0:
             assert (host_offsets[200 * (3 * run + m) : 200 * (3 * run + m + 1)] == -7).all()
+        if bit < 0:
             assert not host_bits[512 * (3 * run + m) : 512 * (3 * run + m + 1)].any()
     # a run past its room: an error, nothing written past the room
     rows = [[1, 2, None, 3]] * 6
