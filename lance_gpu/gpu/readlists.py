@@ -181,7 +181,7 @@ class ReadLists:
         the offsets' slots are whole 64-byte blocks)."""
         if not self.slots:
             return
-        block = _array.zeros(max(self.nbytes, 64), np.uint8)
+        block = _array.zeros(max(4 * self.entries + 4 * self.words, 64), np.uint8)
         self.offsets = block[: 4 * self.entries].view(np.int32) if self.entries else block[:64].view(np.int32)
         self.bits = block[4 * self.entries :].view(np.uint32) if self.words else block[:64].view(np.uint32)
 
