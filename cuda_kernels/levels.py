@@ -569,11 +569,18 @@ def _unravel_scatter_kernel(
 #                        final offsets), one per _WORD levels of the others
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
 #                        cuDF offsets base (-1: none; the run's layer's int32 offsets from
-#                        0 in ``cudf_all``, written by its segments' entries), validity
+#                        0 in ``cudf_all``, written by its segments' entries; -2 - e: from
+#                        entry e of ``cudf_into``, each value plus the shift below), validity
 #                        base (a *bit* of ``words_all``: a layer's words
 #                        start at a 64-byte aligned slot of their own, room for one bit
 #                        per level, or -- the layers of a segment of a run, see below --
-#                        at the run's bit of its segment in the slot the run shares)
+#                        at the run's bit of its segment in the slot the run shares; -1 - b:
+#                        from bit b of ``words_into`` (no repetition levels) or of
+#                        ``words_lists`` (a run with them: each valid entry's bit OR-ed)),
+#                        the shift added to a ``cudf_into`` layer's offsets, and the room
+#                        of a layer written into the caller's arrays (its entries that fit
+#                        there: the offsets of entries 0 .. room, the bits of 0 .. room - 1;
+#                        what lies past it is not written)
 #   ltr[...]             the segments' ltr tables, concatenated
 # ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
 # the error codes of each segment.
@@ -600,7 +607,7 @@ def _unravel_scatter_kernel(
 # run's (the level's place in the run, the scan's position less the run's layer start), one
 # slot per layer, the bits past the run's entries cleared by its first segment.
 _SEG_FIELDS = 11
-_LAY_FIELDS = 7
+_LAY_FIELDS = 9
 _WORD = 32
 
 
@@ -620,7 +627,9 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     lev = desc[b + 8] - desc[b + 10] + j  # the level's place in its run (j: a segment alone)
     if lev % _WORD == 0:
         for m in range(desc[b + 4]):
-            words_all[desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 6] // _WORD + lev // _WORD] = np.uint32(0xFFFFFFFF)
+            first = desc[lay0 + (desc[b + 3] + m) * _LAY_FIELDS + 6]
+            if first >= 0:  # (a layer of the caller's words_lists: its valid bits OR-ed by the scatter)
+                words_all[first // _WORD + lev // _WORD] = np.uint32(0xFFFFFFFF)
     r = np.int64(levels[desc[b] + j])
     d = np.int64(0)
     dp = desc[b + 1]
@@ -642,11 +651,17 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
 
 @gpu_kernel
 def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, words_all, result, nlayers,
-                                     cudf_all, words_into):
+                                     cudf_all, words_into, cudf_into, words_lists):
     """Offsets, validity, entry and null counts of every layer of every segment (threads:
     ``thread_start``, see above), and the runs' list layers' cuDF offsets.  A layer of a
     segment without repetition levels whose first bit (``desc[lb + 6]``) is negative writes
-    its bits from bit ``-1 - first bit`` of ``words_into`` instead of ``words_all``."""
+    its bits from bit ``-1 - first bit`` of ``words_into`` instead of ``words_all``.  A
+    layer of a run with repetition levels whose cuDF offsets base (``desc[lb + 5]``) is
+    below -1 writes its offsets from entry ``-2 - base`` of ``cudf_into``, each plus
+    ``desc[lb + 7]``; one whose first bit is negative ORs the bit of each valid entry into
+    ``words_lists`` from bit ``-1 - first bit`` (zeroed by the caller: null entries' bits
+    stay 0, the words shared with bits written before keep them); both only for entries
+    within the layer's room (``desc[lb + 8]``)."""
     i = cuda.grid(1)
     if i >= total:
         return
@@ -720,12 +735,17 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
             result[l0 + m] = count
             if m > 0 and desc[lb + 1]:
                 offsets_all[desc[lb + 4] + count] = excl[fb + (m - 1) * stride + n] - excl[fb + (m - 1) * stride]
-                if desc[lb + 5] >= 0 and fb == rb:  # the run's final offset (its first segment's thread)
-                    cudf_all[desc[lb + 5] + excl[rb + (m + 1) * stride] - excl[rb + m * stride]] = (
-                        excl[rb + m * stride] - excl[rb + (m - 1) * stride])
+                cb = desc[lb + 5]
+                if cb != -1 and fb == rb:  # the run's final offset (its first segment's thread)
+                    run_n = excl[rb + (m + 1) * stride] - excl[rb + m * stride]
+                    last = excl[rb + m * stride] - excl[rb + (m - 1) * stride]
+                    if cb >= 0:
+                        cudf_all[cb + run_n] = last
+                    elif run_n <= desc[lb + 8]:
+                        cudf_into[-2 - cb + run_n] = last + desc[lb + 7]
             # the bits past the run's layer's entries in its last word: 0 (by its first segment)
             total = excl[rb + m * stride + stride] - excl[rb + m * stride]
-            if fb == rb and total % _WORD:
+            if fb == rb and total % _WORD and desc[lb + 6] >= 0:
                 keep = (np.uint32(1) << np.uint32(total % _WORD)) - np.uint32(1)
                 cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + total // _WORD, keep)
     if j >= n:  # the one thread of a segment without levels
@@ -742,15 +762,23 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
         if _is_entry(r, d, ltr, desc[lb]):
             at = fb + m * stride
             p = excl[at + j] - excl[at]
+            q = excl[at + j] - excl[rb + m * stride]  # the entry's place in the run's layer
             if desc[lb + 1]:
                 inner = at - stride
                 offsets_all[desc[lb + 4] + p] = excl[inner + j] - excl[inner]
-                if desc[lb + 5] >= 0:  # the run's entry, at its position in the run's layer
-                    cudf_all[desc[lb + 5] + excl[at + j] - excl[rb + m * stride]] = excl[inner + j] - excl[rb + (m - 1) * stride]
+                cb = desc[lb + 5]
+                if cb >= 0:  # the run's entry, at its position in the run's layer
+                    cudf_all[cb + q] = excl[inner + j] - excl[rb + (m - 1) * stride]
+                elif cb < -1 and q <= desc[lb + 8]:  # the caller's, shifted by the entries before the run
+                    cudf_into[-2 - cb + q] = excl[inner + j] - excl[rb + (m - 1) * stride] + desc[lb + 7]
+            first = desc[lb + 6]
             if not _is_valid(d, desc[lb + 2], desc[lb + 3]):  # a null entry: its bit (at its run place) cleared
-                q = excl[at + j] - excl[rb + m * stride]
-                cuda.atomic.and_(words_all, desc[lb + 6] // _WORD + q // _WORD, ~(np.uint32(1) << np.uint32(q % _WORD)))
+                if first >= 0:
+                    cuda.atomic.and_(words_all, first // _WORD + q // _WORD, ~(np.uint32(1) << np.uint32(q % _WORD)))
                 cuda.atomic.add(result, nlayers + l0 + m, 1)
+            elif first < 0 and q < desc[lb + 8]:  # a valid entry of the caller's words: its bit set
+                bit = -1 - first + q
+                cuda.atomic.or_(words_lists, bit // _WORD, np.uint32(1) << np.uint32(bit % _WORD))
 
 
 @gpu_kernel
@@ -1102,9 +1130,11 @@ def _list_layers(kinds) -> tuple[bool, ...]:
     return tuple(bool(_cached_table(tuple(int(k) for k in kinds)).is_list[m]) for m in range(len(kinds)))
 
 
-def _cudf_slots(runs, tabs, ns, layer_first, nlayers) -> tuple[np.ndarray, int]:
+def _cudf_slots(runs, tabs, ns, layer_first, nlayers, lists_into=None) -> tuple[np.ndarray, int]:
     """The first int32 of every run's list layer's cuDF offsets (room for an entry per level
-    of the run, and the final one), set on every layer of the run's segments; -1 elsewhere."""
+    of the run, and the final one), set on every layer of the run's segments; -1 elsewhere;
+    a layer of ``lists_into`` (:func:`_lists_into`) whose offsets the caller places takes
+    ``-2 - its first entry`` in the caller's array (no room here)."""
     base = np.full(nlayers, -1, np.int64)
     size = 0
     for g in runs:
@@ -1112,10 +1142,40 @@ def _cudf_slots(runs, tabs, ns, layer_first, nlayers) -> tuple[np.ndarray, int]:
         total = int(sum(int(ns[k]) for k in g))
         for m in range(tab.kinds.shape[0]):
             if tab.is_list[m]:
+                spec = None if lists_into is None else lists_into.get(int(layer_first[g[0]]) + m)
+                if spec is not None and spec[0] >= 0:
+                    for k in g:
+                        base[int(layer_first[k]) + m] = -2 - (spec[0] + spec[3])
+                    continue
                 for k in g:
                     base[int(layer_first[k]) + m] = size
                 size += total + 1
     return base, size
+
+
+def _lists_into(segments, runs, ns, nls, layer_first, spec) -> dict[int, tuple[int, int, int, int, int]]:
+    """Every layer of the runs with repetition levels that ``unravel_segments_gpu``'s
+    ``lists_into`` places (``{run: per layer (first entry, first bit, entries, row, shift)}``:
+    a run of every segment of that run, its layers as many), by global layer; a list
+    layer's offsets only where they stay int32 (its shift plus the run's levels, a bound of
+    the inner layer's entries, at most :data:`CUDF_RUN_MAX_LEVELS`: else first entry -1)."""
+    out: dict[int, tuple[int, int, int, int, int]] = {}
+    if not spec:
+        return out
+    for g in runs:
+        run = int(segments[g[0]].run)
+        got = spec.get(run)
+        if got is None or len(got) != int(nls[g[0]]) or sum(1 for sg in segments if int(sg.run) == run) != len(g):
+            continue
+        levels = int(sum(int(ns[k]) for k in g))
+        for m, lay in enumerate(got):
+            entry, bit, entries, row, shift = (int(x) for x in lay)
+            if entry >= 0 and shift + levels > CUDF_RUN_MAX_LEVELS:
+                entry = -1
+            if entry >= 0 or bit >= 0:
+                for k in g:
+                    out[int(layer_first[k]) + m] = (entry, bit, entries, row, shift)
+    return out
 
 
 def _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls) -> tuple[dict[int, int], dict[int, object]]:
@@ -1138,6 +1198,31 @@ def _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls) -> tuple[
     return rows, views
 
 
+def _lists_results(runs, into_lay, lists_out, counts, layer_first, nls, cudf_rows, cudf_views) -> dict[int, int]:
+    """Per global layer of ``lists_into`` (:func:`_lists_into`): the row of its segment's
+    first entry in the caller's slot (the entries before the call, then the run's before the
+    segment); a list layer whose offsets are there gets the slot as its ``cudf_views``.
+    Raises CorruptInputError where a run's layer holds more entries than the slot's room."""
+    rows: dict[int, int] = {}
+    for g in runs:
+        for m in range(int(nls[g[0]])):
+            spec = into_lay.get(int(layer_first[g[0]]) + m)
+            if spec is None:
+                continue
+            entry, _bit, entries, row, _shift = spec
+            total = int(sum(int(counts[int(layer_first[k]) + m]) for k in g))
+            if row + total > entries:
+                msg = f"unravel_segments_gpu: a run's layer of {total} entries after {row} overflows its slot of {entries}"
+                raise CorruptInputError(msg, ERR_BAD_LEVEL)
+            view = lists_out[entry : entry + entries + 1] if entry >= 0 else None
+            for k in g:
+                x = int(layer_first[k]) + m
+                rows[x] = row + cudf_rows.get(x, 0)
+                if view is not None:
+                    cudf_views[x] = view
+    return rows
+
+
 def _cached_table(kinds: tuple) -> DefTable:
     tab = _tables.get(kinds)
     if tab is None:
@@ -1148,13 +1233,15 @@ def _cached_table(kinds: tuple) -> DefTable:
 _SLOT_WORDS = 16  # a validity slot: 64 bytes (cuDF's mask padding)
 
 
-def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=None) -> tuple[np.ndarray, int, list[list[int]]]:
+def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=None,
+                    lists_into=None) -> tuple[np.ndarray, int, list[list[int]]]:
     """The first validity bit of every layer (room for a bit per level of its segment) and
     the words of all: every layer a slot of its own of whole 64-byte blocks, but the layers
     of a run's segments (``LevelSegment.run``, no repetition levels), which take the bits
     after the previous segment's in the slot of their run and layer; a run of ``into``
     (``{run: first bit of each layer}``) takes them from those bits of the caller's words,
-    written ``-1 - bit`` (no slot)."""
+    written ``-1 - bit`` (no slot); so does a layer of a run with repetition levels that
+    ``lists_into`` places (:func:`_lists_into`: its first bit there, plus its row)."""
     nlayers = int(layer_first[-1])
     bit_base = np.zeros(nlayers, np.int64)
     runs: dict[int, list[int]] = {}
@@ -1172,6 +1259,12 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=N
             members = rep_run_of[s]  # layer one slot, its entries at their run places
             slot = -(-max(int(sum(int(ns[k]) for k in members)), 1) // (_WORD * _SLOT_WORDS)) * _SLOT_WORDS
             for m in range(int(nls[s])):
+                spec = None if lists_into is None else lists_into.get(int(layer_first[s]) + m)
+                if spec is not None and spec[1] >= 0:  # the caller's words (no slot here)
+                    for k in members:
+                        in_run[k] = True
+                        bit_base[int(layer_first[k]) + m] = -1 - (spec[1] + spec[3])
+                    continue
                 for k in members:
                     in_run[k] = True
                     bit_base[int(layer_first[k]) + m] = _WORD * word
@@ -1204,7 +1297,7 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=N
     return bit_base, word, shared
 
 
-def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_into=None, threads_per_block=256):
+def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_into=None, lists_into=None, threads_per_block=256):
     """Unravel many leaves' levels at once: :func:`unravel_levels_gpu` for every
     :class:`LevelSegment` of ``segments``, with one copy back to the host (entry counts,
     null counts and error codes of every layer and segment).  Segments with repetition
@@ -1243,6 +1336,23 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     call, keep those), instead of a slot of the result's; every segment of it with entries
     gets its validity (a view of ``words``), nulls or not (a read's column mask over
     several units, written once: ``lance_gpu.gpu.read``).
+
+    ``lists_into``: optional ``(offsets, words, {run: per layer (entry, bit, entries, row,
+    shift)})``, ``offsets`` an ``int32`` and ``words`` a zeroed ``uint32`` device array:
+    with ``cudf``, each such run of segments with repetition levels (every segment of that
+    run here, layers alike) writes each list layer with ``entry >= 0`` as the cuDF offsets of
+    a column's layer whose ``row`` entries before it (an earlier call's) are written: from
+    entry ``entry + row`` of ``offsets``, each offset plus ``shift`` (the entries of the
+    layer inside before it), instead of a slot of its own; and each layer with ``bit >= 0``
+    ORs the bits of its valid entries into ``words`` from bit ``bit + row`` (null entries'
+    bits stay 0; the words shared with earlier bits keep them).  ``entries``: what the
+    caller's slot holds (``entries + 1`` offsets, ``entries`` bits from ``entry`` / ``bit``):
+    a run writing past it raises :class:`CorruptInputError` (its entries past it are not
+    written).  Every segment of such a layer with entries gets its validity there (a view of
+    ``words``), nulls or not (not a list layer of a kind that cannot be null holding nulls:
+    a struct's above it), and each of its list layers ``cudf_offsets`` the caller's slot
+    (``entries + 1`` offsets from ``entry``) with ``cudf_row`` its first entry's row there
+    (a read's list offsets and masks over several units, written once: ``lance_gpu.gpu.read``).
 
     In a run's layer (either kind of run) with a null anywhere, a segment without nulls also
     gets its validity (all valid, null count 0): its bits of the run's slot, so that every
@@ -1284,6 +1394,8 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     thread_start = np.zeros(nseg + 1, np.int64)  # the scatter kernel: a level, or a word of levels
     np.cumsum(np.where(has_rep, np.maximum(ns, 1), -(-ns // _WORD)), out=thread_start[1:])  # an empty list leaf: its final offsets
     flag_first, stride, run_first, runs = _flag_layout(segments, has_rep, ns, nls, cudf)
+    lists_out, lists_words, lists_spec = (None, None, None) if lists_into is None else lists_into
+    into_lay = _lists_into(segments, runs, ns, nls, layer_first, lists_spec)
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
     ltr_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(ltr_len, out=ltr_first[1:])
@@ -1305,7 +1417,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
     into_words, into_runs = (None, None) if words_into is None else words_into
-    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs, into_runs)
+    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs, into_runs, into_lay)
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1315,9 +1427,14 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     lay[:, 2] = np.concatenate([t.below for t in tabs])
     lay[:, 3] = np.concatenate([t.empty_level for t in tabs])
     lay[:, 4] = off_base[:-1]
-    cudf_base, cudf_size = _cudf_slots(runs, tabs, ns, layer_first, nlayers)
+    cudf_base, cudf_size = _cudf_slots(runs, tabs, ns, layer_first, nlayers, into_lay)
     lay[:, 5] = cudf_base
     lay[:, 6] = bit_base
+    lay[:, 7] = 0
+    lay[:, 8] = 0
+    for g, spec in into_lay.items():
+        lay[g, 7] = spec[4]  # the shift of its offsets
+        lay[g, 8] = spec[2] - spec[3]  # the room left in the caller's slot
     parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
     starts = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.size for p in parts], out=starts[1:])
@@ -1361,6 +1478,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
             np.int64(nlayers), cudf_all, into_words if into_words is not None else words_all,
+            lists_out if lists_out is not None else cudf_all, lists_words if lists_words is not None else words_all,
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]
@@ -1382,6 +1500,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
         err.segment = s
         raise err
     cudf_rows, cudf_views = _cudf_results(runs, cudf_all, cudf_base, counts, layer_first, nls)
+    lists_rows = _lists_results(runs, into_lay, lists_out, counts, layer_first, nls, cudf_rows, cudf_views)
     # a run's layer with a null anywhere: every segment's validity is its bits of the run's
     # slot (written for all), so that the run's slot is the column's whole mask
     # (a layer of a kind that cannot be null counts its empty lists as nulls: its bits are no
@@ -1398,7 +1517,13 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
             kind = int(tab.kinds[m])
             validity = None
             first_bit = int(bit_base[g]) + cudf_rows.get(g, 0)  # (a run's layers: its entries' place in the run)
-            if first_bit < 0:  # a run of words_into: every segment with entries has its bits there
+            if g in lists_rows and into_lay[g][1] >= 0:  # bits of lists_into: at its row in the caller's slot
+                first_bit = -1
+                if cnt and (kind in _NULLABLE_KINDS or not nulls[g]):
+                    assert lists_words is not None
+                    first_bit = into_lay[g][1] + lists_rows[g]
+                    validity = lists_words[first_bit // _WORD : (first_bit + cnt + _WORD - 1) // _WORD]
+            elif first_bit < 0:  # a run of words_into: every segment with entries has its bits there
                 assert into_words is not None
                 first_bit = -1 - first_bit
                 if cnt:
@@ -1410,7 +1535,8 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
                 offsets = offsets_all[off_base[g] : off_base[g] + cnt + 1]
             layers.append(LayerResult(kind, validity, offsets, cnt, int(nulls[g]) if validity is not None and kind in _NULLABLE_KINDS else 0,
                                       words=validity is not None, bit_offset=first_bit % _WORD if validity is not None else 0,
-                                      cudf_offsets=cudf_views.get(g), cudf_row=cudf_rows.get(g, 0)))
+                                      cudf_offsets=cudf_views.get(g),
+                                      cudf_row=lists_rows[g] if g in lists_rows and into_lay[g][0] >= 0 else cudf_rows.get(g, 0)))
         out.append(Unraveled(layers, layers[0].length if int(ns[s]) else 0, layers[-1].length))
     return out if read_also is None else (out, also)
 

@@ -19,7 +19,9 @@ leaves with repetition levels is also written as the column's int32 offsets from
 the unit's fragments (``unravel_segments_gpu(cudf=True)``; ``DeviceColumn.cudf_offsets``),
 what ``to_cudf`` hands out.  In a ``to_cudf`` read of several units the read places the
 flat runs' bits at the unit's rows of one zeroed arena for the whole read instead
-(``build_fields``'s ``masks``).  A struct's layer is such a run too, and its children's layers
+(``build_fields``'s ``masks``), and the list layers' offsets and every layer's bits of
+the leaves with repetition levels at the unit's entries of one arena for the whole read
+(``build_fields``'s ``lists``, :mod:`lance_gpu.gpu.readlists`).  A struct's layer is such a run too, and its children's layers
 are null wherever it is (a struct's null is a definition level above its children's:
 ``DeviceColumn.children_hold_nulls``), so ``to_cudf`` takes a struct's mask and its
 children's as they are, with no AND.
@@ -41,6 +43,7 @@ from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, _storage
 from lance_gpu.gpu.decode import UnitBuffers
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, output_columns
+from lance_gpu.gpu.readlists import ReadLists
 from lance_gpu.gpu.validity import Validity
 
 
@@ -93,8 +96,8 @@ def _into_runs(leaves: list[LeafPlan], runs: list[int], masks: ReadMasks | None)
     return out
 
 
-def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int],
-                 masks: ReadMasks | None = None) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
+def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int], masks: ReadMasks | None = None,
+                 lists: ReadLists | None = None) -> tuple[list[list[_Slots]], dict[int, tuple[int, int]]]:
     """The slots of every layer of every leaf (leaves without levels directly, the others in
     one segmented unravel over the unit's level buffer), and the span ``(offsets[0],
     offsets[n])`` of every variable-width leaf's values, read back in the same copy (so that
@@ -105,7 +108,10 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int],
     fragment with no null) of such a column joins its run, so that its all-valid bits are in
     the run's slot too (threads of the one scatter launch, no launch of its own).  ``masks``:
     the runs whose leaves the read placed there (:func:`_into_runs`) write their bits there,
-    every leaf of them (``unravel_segments_gpu(words_into=...)``)."""
+    every leaf of them (``unravel_segments_gpu(words_into=...)``).  ``lists``: the read's
+    list arena, where the runs of leaves with repetition levels it placed write their
+    placed layers' offsets and bits (``unravel_segments_gpu(lists_into=...)``), and which
+    counts the unit's entries."""
     out: list[list[_Slots]] = [[_Slots(None, None, leaf.num_levels, 0) for _ in leaf.layers] for leaf in leaves]
     into = _into_runs(leaves, runs, masks)
     flat_runs = {runs[k] for k, leaf in enumerate(leaves) if leaf.has_def and not leaf.has_rep} | set(into)
@@ -124,7 +130,8 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int],
     positions = np.array([[leaves[k].slot_lo, leaves[k].slot_lo + leaves[k].num_values] for k in var], np.int64).reshape(-1)
     try:
         results, bounds = ck.unravel_segments_gpu(bufs.levels, segments, read_also=(bufs.var_offsets, positions), cudf=True,
-                                                  words_into=(masks[0], into) if into and masks is not None else None)
+                                                  words_into=(masks[0], into) if into and masks is not None else None,
+                                                  lists_into=None if lists is None else lists.targets(leaves, runs))
     except (CorruptInputError, ValueError) as exc:
         if getattr(exc, "earlier", False) or isinstance(exc, CorruptFileError):
             raise  # an earlier launch's flag (read back with the unravel's results), or its explanation
@@ -142,6 +149,11 @@ def _unravel_all(leaves: list[LeafPlan], bufs: UnitBuffers, runs: list[int],
             )
             for lr in result.layers
         ]
+    if lists is not None:
+        counts: list[list[int] | None] = [None] * len(leaves)
+        for k, result in zip(leveled, results, strict=True):
+            counts[k] = [int(lr.length) for lr in result.layers]
+        lists.unraveled(leaves, counts)
     spans = {k: (int(bounds[2 * j]), int(bounds[2 * j + 1])) for j, k in enumerate(var)}
     return out, spans
 
@@ -223,12 +235,15 @@ def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, b
     return _leaf_column(t, leaf.plan, leaf.slots[0], bufs, leaf.span)
 
 
-def build_fields(fps: list[FieldPlan], bufs: UnitBuffers, masks: ReadMasks | None = None) -> list[DeviceColumn]:
+def build_fields(fps: list[FieldPlan], bufs: UnitBuffers, masks: ReadMasks | None = None,
+                 lists: ReadLists | None = None) -> list[DeviceColumn]:
     """The device columns of a unit's planned fields (each: all the physical rows its
     fragment decoded), with the levels of all their leaves unravelled at once; ``masks``:
-    where the read wants the validity of its flat leaves (:data:`ReadMasks`)."""
+    where the read wants the validity of its flat leaves (:data:`ReadMasks`); ``lists``:
+    where it wants the offsets and validity of its leaves with repetition levels
+    (:class:`~lance_gpu.gpu.readlists.ReadLists`)."""
     flat = [lp for fp in fps for lp in fp.leaves]
-    slots, spans = _unravel_all(flat, bufs, output_columns(fps), masks)
+    slots, spans = _unravel_all(flat, bufs, output_columns(fps), masks, lists)
     cols = []
     at = 0
     for fp in fps:

@@ -54,9 +54,10 @@ whole and in order, takes the int32 offsets from 0 that the decode wrote for it
 column's entries over its fragments, ``unravel_segments_gpu(cudf=True)``).  So a one-unit
 read with no gather packs no mask of a column the device decoded, structs' and their
 children's included.  The
-offsets of every column of several units or of a selection (deletions, filters, takes), and
-fixed-size lists' generated ones, are written here, and those reads' masks are packed, as
-below.
+offsets of every column of a selection (deletions, filters, takes), and fixed-size lists'
+generated ones, are written here, and a selection's masks are packed, as below; a read of
+several units with no gather has its offsets and masks written once but for what the
+next paragraph lists.
 
 A read of several units with no gather, for ``to_cudf`` (``scan_device(whole_read=True)``),
 has its fixed-width values written once too: every unit decodes them into one *read fixed
@@ -75,31 +76,48 @@ its string and binary columns (lists' string items included) into one *read offs
 arena* at the unit's rows, shifted by the bytes of the column's earlier units (known on the
 host when the unit launches: each unit's unravel reads its spans back;
 ``lance_gpu.gpu.read._ReadOffsets``, ``decode_unit(offsets_into=...)``), so they are the
-column's offsets from 0 (:func:`_offsets_run`), rebased by no launch; and the decode of
+column's offsets from 0 (:func:`_offsets_run`), rebased by no launch; the decode of
 every unit writes its string and binary bytes (lists' string items, FSST and dictionary
 strings, large_string included) into one *read bytes arena*, each column a region of its
 own from a 64-byte boundary at the column's bytes so far (``lance_gpu.gpu.read._ReadBytes``,
 ``decode_unit(bytes_into=...)``: a unit's byte total per column comes back with its scan,
 before its bytes are written; a region short of it grows the arena, the bytes so far copied
 over), so a column's chars are one run of it (:func:`_one_run` in :meth:`_Builder._place`),
-copied by no launch.  (A read with a gather -- a filter, deletions, a take -- keeps each
-unit's own buffers, and its selections are written here, as below.)  What such a read
-still has written here, and why:
+copied by no launch; and the unravel of
+every unit writes the int32 offsets of its list and map layers and the bits of every layer
+of its leaves with repetition levels (lists', maps', their items', structs' inside lists
+and holding lists) into one *read lists arena* at the layer's entries of the earlier units,
+the offsets shifted by the inner layer's earlier entries (both known on the host when the
+unit launches: each unit's unravel reads its entry counts back;
+:class:`lance_gpu.gpu.readlists.ReadLists`, ``unravel_segments_gpu(lists_into=...)``), so
+a list column's offsets are one run of it from 0 (:func:`_offsets_run`, a slot that may be
+longer than the column) and its masks one run of bits (:func:`_mask_run`) with null counts
+known: rebased and packed by no launch.  (A read with a gather -- a filter, deletions, a
+take -- keeps each unit's own buffers, and its selections are written here, as below.)
+What such a read still has written here, and why:
 
 * the string and binary bytes of a column some unit left out of the bytes arena (its
   leaves there not continuing the column's rows, or the unit's variable-width columns not
   tiling its value slots: not seen on pylance's files; the unit's bytes are then its own
   buffer's), copied (one batched copy per source allocation) for every unit, the arena's
-  earlier ones too;
-* list and map offsets, rebased (int32 from 0; one launch per unit's offsets buffer):
-  each unit's unravel writes its own from 0 (``unravel_segments_gpu(cudf=True)``), taking
-  no shift of the earlier units' items (and the offsets of a string column whose bytes
-  over the read pass 2^31 - 1: int64, cuDF's large strings);
-* the masks of list and map columns, of their items and of structs holding one (leaves
-  with repetition levels), packed (one launch per unit's validity block): the unravel
-  numbers such a leaf's entries in its flags scan, per unit, and writes their bits in a
-  slot of its own (their entry counts are known on the host only after it);
-* fixed-size lists' generated offsets (as in any read).
+  earlier ones too (and the offsets of a string column whose bytes over the read pass
+  2^31 - 1: int64, cuDF's large strings);
+* the offsets and masks of a list layer nested in another list whose slot the planner's
+  level estimate sized (list pages whose level counts are in-band,
+  ``LeafPlan.levels_pending``) where a unit's levels could pass it, and of a column once a
+  unit's leaves of it do not continue its rows (a fragment the CPU decoded, a leaf without
+  repetition levels): rebased / packed as in a read with a gather (one launch per unit's
+  buffer), each unit's unravel having written them in slots of its own; likewise a list
+  layer's offsets where the inner layer's entries over the read could pass 2^31 - 1, and
+  the mask of a list layer whose kind cannot be null under a struct that is null in a
+  unit (that unit's layer has no validity: packed, the struct's mask AND-ed in);
+* a list column of no entries: its one offset (a generated segment);
+* fixed-size lists' generated offsets ``i * dim``, kept here (as in any read): one
+  generated segment per column, all of a read's in one rebase launch (not one per unit),
+  4 bytes a row written with nothing read; the decode has no launch writing them (Lance
+  stores no offsets for a fixed-size list) and would need one per unit, or staged
+  descriptors per leaf, for the same bytes; and their items' masks (the decode's item
+  validity is a byte per item, packed).
 
 Selections are written once too, here, straight from the decode's buffers: a selection's
 runs are pieces like any (their bytes copied, offsets rebased, bits packed: a descriptor per
@@ -366,8 +384,10 @@ def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
     """A column's int32 offsets from 0 as the decode wrote them (``DeviceColumn.cudf_offsets``:
     strings' by the check launch, lists' by the level unravel), where its non-empty pieces
     are whole columns whose rows in one unit column's offsets follow one another from row 0
-    to the last (a one-unit read with no gather: the unit's column of every fragment); else
-    None (the offsets are rebased here)."""
+    to the last (a one-unit read with no gather: the unit's column of every fragment; a
+    read of several units: the column's slot of a read arena, which may hold more entries
+    than the column has, a list layer's slot being sized by a bound); else None (the
+    offsets are rebased here)."""
     whole: DeviceArray | None = None
     where = None
     row = 0
@@ -384,9 +404,9 @@ def _offsets_run(pieces: Sequence[Piece], n: int) -> DeviceArray | None:
             return None
         whole, where = got[0], at
         row += hi - lo
-    if whole is None or row != n or int(whole.shape[0]) != n + 1 or np.dtype(whole.dtype) != np.int32:
+    if whole is None or row != n or int(whole.shape[0]) < n + 1 or np.dtype(whole.dtype) != np.int32:
         return None
-    return whole
+    return whole[: n + 1]
 
 
 def _loc64(arr) -> tuple[object, DeviceArray, int]:

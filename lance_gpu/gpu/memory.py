@@ -10,8 +10,8 @@
   (``RAPIDS_POOLED_MEM_MAX_SIZE`` / ``RAPIDS_POOLED_MEM_SIZE``).
   Decoded columns handed to the caller are not counted (they are the result), but for a
   ``to_cudf`` read of several units with no gather: the fixed-width values, the flat
-  columns' validity and the string offsets of every unit are decoded into arenas allocated
-  for the whole read,
+  columns' validity, the string offsets, and the list offsets and list masks of every
+  unit are decoded into arenas allocated for the whole read,
   which the budget counts first; its units are cut from the budget less those arenas, at
   least a quarter of the budget
   (:func:`lance_gpu.gpu.read.scan_device`).

@@ -14,9 +14,9 @@ non-blocking streams) while the current unit's kernels run, so when a read spans
 units each unit is at most half the budget, and a large read is cut into units of about
 :data:`UNIT_TARGET_BYTES` so that there is something to overlap (a ``to_cudf`` read of
 several units with no gather decodes every unit's fixed-width values, flat columns'
-validity, string offsets and string bytes into arenas in cuDF's final layout,
-:func:`_place_read_fixed`, :func:`_place_read_masks`, :class:`_ReadOffsets`,
-:class:`_ReadBytes`).  The job's selected rows
+validity, string offsets and bytes, list offsets and list masks into arenas in cuDF's
+final layout, :func:`_place_read_fixed`, :func:`_place_read_masks`, :class:`_ReadOffsets`,
+:class:`_ReadBytes`, :class:`~lance_gpu.gpu.readlists.ReadLists`).  The job's selected rows
 (live rows, a take, late-materialized rows) are selected on the host
 (:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
 decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
@@ -48,6 +48,7 @@ from lance_gpu.gpu.decode import BytesInto, OffsetsInto, decode_unit
 from lance_gpu.gpu.device_table import DeviceTable
 from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, output_columns, place_values, plan_field_leaves
+from lance_gpu.gpu.readlists import ReadLists
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
 
@@ -560,13 +561,14 @@ def _round64(n: int) -> int:
 
 def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, fixed: DeviceArray | None = None,
             masks: ReadMasks | None = None, offsets: OffsetsInto | None = None,
-            chars: BytesInto | None = None) -> list[DeviceColumn]:
+            chars: BytesInto | None = None, lists: ReadLists | None = None) -> list[DeviceColumn]:
     """Decode a unit (staged here where ``staged`` is None); ``fixed``: the read fixed
     arena its fixed-width leaves were placed in (:func:`_place_read_fixed`), else None;
     ``masks``: the read mask arena and its leaves' bits (:func:`_place_read_masks`);
     ``offsets``: where its columns' cuDF offsets go in the read's offsets arena
     (:class:`_ReadOffsets`); ``chars``: the read's bytes arena its string bytes go to
-    (:class:`_ReadBytes`)."""
+    (:class:`_ReadBytes`); ``lists``: the read lists arena (list offsets and the masks of
+    leaves with repetition levels, :class:`~lance_gpu.gpu.readlists.ReadLists`)."""
     if staged is None:
         staged = _stage(items)
     # every launch's corruption flag is read back once, at the end of the unit
@@ -574,17 +576,18 @@ def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, f
         with _array.nvtx_range("lance_gpu.decode"):
             bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets, chars)
         with _array.nvtx_range("lance_gpu.assemble"):
-            return build_fields([fp for _k, fp in items], bufs, masks)
+            return build_fields([fp for _k, fp in items], bufs, masks, lists)
 
 
 def _decode_located(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None,
                     fixed: DeviceArray | None = None, masks: ReadMasks | None = None,
-                    offsets: OffsetsInto | None = None, chars: BytesInto | None = None) -> list[DeviceColumn]:
+                    offsets: OffsetsInto | None = None, chars: BytesInto | None = None,
+                    lists: ReadLists | None = None) -> list[DeviceColumn]:
     """Decode a unit; a kernel's corruption flag becomes a CorruptFileError naming the file
     (a unit spanning several files is decoded again file by file to find it, each in
     buffers of its own)."""
     try:
-        return _decode(items, staged, fixed, masks, offsets, chars)
+        return _decode(items, staged, fixed, masks, offsets, chars, lists)
     except CorruptInputError as exc:
         paths = sorted({leaf.path for _k, fp in items for leaf in fp.leaves})
         if len(paths) > 1:
@@ -641,8 +644,10 @@ def scan_device(
     over the whole read one run in cuDF's final layout (:func:`_place_read_fixed`), and
     writes the validity of its columns without repetition levels into one zeroed read mask
     arena (:func:`_place_read_masks`), its string columns' int32 offsets into one read
-    offsets arena (:class:`_ReadOffsets`) and their bytes into one read bytes arena
-    (:class:`_ReadBytes`: its first guess counted), which combining takes as they are.  The
+    offsets arena (:class:`_ReadOffsets`), their bytes into one read bytes arena
+    (:class:`_ReadBytes`: its first guess counted), and its list and map layers' int32
+    offsets and the validity of its leaves with repetition levels into one read lists arena
+    (:class:`~lance_gpu.gpu.readlists.ReadLists`), which combining takes as they are.  The
     memory budget then counts the arenas for the whole read and, per unit, the rest of the unit's
     estimate: the units are cut from the budget less the arenas (at least a quarter of the
     budget: the arenas are the read's result, which combining the units' own buffers would
@@ -666,17 +671,21 @@ def scan_device(
         read_masks: ReadMasks | None = None
         read_offsets: _ReadOffsets | None = None
         read_bytes: _ReadBytes | None = None
+        read_lists: ReadLists | None = None
         if placed:
             size = _place_read_fixed(frags)
             words, mask_bits = _place_read_masks(frags)
             read_offsets = _ReadOffsets(frags)
             read_bytes = _ReadBytes(frags)
-            room = max(budget - size - 4 * words - 4 * read_offsets.entries - read_bytes.size, budget // 4)
+            read_lists = ReadLists([fw.gpu for fw in frags])
+            room = max(budget - size - 4 * words - 4 * read_offsets.entries - read_bytes.size - read_lists.nbytes,
+                       budget // 4)
             plan = list(_units(frags, _unit_cap(frags, room, placed=True), placed=True))
             with _array.legacy_stream():  # (zeroed on the stream the units' kernels use)
                 read_fixed = _array.empty(max(size, 64), np.uint8)
                 read_masks = (_array.zeros(max(words, 16), np.uint32), mask_bits) if words else None
                 read_offsets.arena = _array.empty(read_offsets.entries, np.int32) if read_offsets.entries else None
+                read_lists.allocate()
         stage = functools.partial(_stage, placed=True) if placed else _stage
         pending = 0  # next fragment to hand out
         remaining = [len(fw.gpu) for fw in frags]
@@ -699,7 +708,7 @@ def scan_device(
             with _array.legacy_stream(), _device.pinned_uploads():
                 into = None if read_offsets is None else read_offsets.targets(staged.items)
                 chars = None if read_bytes is None else read_bytes.targets(staged.items)
-                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into, chars)
+                cols = _decode_located(staged.items, staged, read_fixed, read_masks, into, chars, read_lists)
                 if read_offsets is not None:
                     read_offsets.decoded(staged.items, cols)
                 if read_bytes is not None:
@@ -710,7 +719,7 @@ def scan_device(
                 remaining[k] -= 1
             del staged
             if ahead is None:
-                read_fixed = read_masks = read_offsets = read_bytes = None  # (held by the columns' views only)
+                read_fixed = read_masks = read_offsets = read_bytes = read_lists = None  # (held by the columns' views only)
             while pending < len(frags) and remaining[pending] == 0:
                 done = finish(pending)
                 yield frags[pending].frag, done

@@ -20,6 +20,7 @@ import shutil
 import sys
 import threading
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -1795,29 +1796,46 @@ def _masks_outside_lists(cols):
             if col.mask is not None and not _has_list(col.type)]
 
 
-def _assert_written_once(cols, combining: dict[str, int], what: str) -> None:
+def _list_columns(cols, inside: bool = False):
+    """``(column, inside a list)`` of every list and map column of ``cols`` (children too)."""
+    for col in cols:
+        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
+        is_list = pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)
+        if is_list:
+            yield col, inside
+        yield from _list_columns(col.children, inside or is_list or pa.types.is_fixed_size_list(s))
+
+
+def _assert_written_once(cols, combining: dict[str, int], what: str, left: Sequence = ()) -> None:
     """Combining copied no byte: every fixed-width column's values (list items, struct
     children, fixed-size lists' items, booleans included) are a 64-byte aligned run of one
     allocation (the read's fixed arena the units decoded into), and every string and binary
     column's chars (lists' string items too) a run of one other (the read's bytes arena the
     units' decodes wrote them into), from a 64-byte boundary, exactly the column's bytes;
-    the offsets combining wrote are the list and map columns' and the fixed-size lists'
-    generated ones only (strings', lists' string items' too, are the units' check
-    launches', shifted), and the masks of the columns outside lists are words of one
-    allocation (the read's mask arena the units' unravels wrote), none packed where the
-    table has no list."""
+    the offsets combining wrote are the fixed-size lists' generated ones only (strings',
+    lists' string items' too, are the units' check launches', shifted; lists' and maps' the
+    units' unravels', at the units' entries of the read's lists arena, shifted), and it
+    packed no mask: those of the columns outside lists are words of one allocation (the
+    read's mask arena the units' unravels wrote), those of lists, of their items and of
+    structs holding one words of another (the read's lists arena).  But for the list
+    columns ``left`` (layers whose slot a unit could pass) and list columns of no entries
+    (their one offset): combining writes their offsets and packs their masks; and it packs
+    the masks of fixed-size lists' items (the decode's item validity is a byte per item)."""
     from lance_gpu.gpu.columns import _is_var
 
-    lists = 0  # the list and map columns' offsets: rebased by combining (each unit's from 0)
-    for col in _every_column(cols):
-        s = col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type
-        if col.offsets is not None and (pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s)):
-            lists += int(col.offsets.nbytes)
-    assert combining.get("offsets_bytes", 0) == lists + _offsets_written_by_combine(cols), (what, combining, lists)
+    left_offsets = sum(int(c.offsets.nbytes) for c in left) + sum(4 for c, _in in _list_columns(cols) if not c.length)
+    assert combining.get("offsets_bytes", 0) == _offsets_written_by_combine(cols) + left_offsets, (what, combining)
+    fsl_items = [c.children[0] for c in _every_column(cols) if c.children and c.children[0].mask is not None
+                 and pa.types.is_fixed_size_list(c.type.storage_type if isinstance(c.type, pa.BaseExtensionType) else c.type)]
+    packed = any(c.mask is not None for c in left) or bool(fsl_items)
+    assert (combining.get("mask_bytes", 0) > 0) == packed, (what, combining)
     masks = {_device.allocation_of(col.mask)[0] for col in _masks_outside_lists(cols)}
     assert len(masks) <= 1, (what, len(masks))
-    if not any(_has_list(c.type, fixed_size=False) for c in cols):
-        assert combining.get("mask_bytes", 0) == 0, (what, combining)
+    lists = [col for col, _inside in _list_columns(cols) if col.length and not any(col is c for c in left)]
+    in_lists = [c.mask for col in lists for c in _every_column([col])
+                if c.mask is not None and not _in_fixed_size_list(col, c) and not any(c is x for y in left for x in _every_column([y]))]
+    if lists:  # one arena for the read (a one-unit read: the unit's unravel's block)
+        assert len({_device.allocation_of(c.offsets)[0] for c in lists} | {_device.allocation_of(m)[0] for m in in_lists}) == 1, what
 
     arenas = set()
     chars = set()
@@ -1840,6 +1858,16 @@ def _assert_written_once(cols, combining: dict[str, int], what: str) -> None:
     assert len(chars) <= 1 and not chars & arenas, (what, len(chars))
 
 
+def _in_fixed_size_list(top, col) -> bool:
+    """Whether ``col`` (a column below ``top``) is the items of a fixed-size list below it
+    (their validity: the decode's item bytes, packed)."""
+    for c in _every_column([top]):
+        s = c.type.storage_type if isinstance(c.type, pa.BaseExtensionType) else c.type
+        if pa.types.is_fixed_size_list(s) and any(x is col for x in _every_column(c.children)):
+            return True
+    return False
+
+
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
 def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budget_datasets, list_budget_datasets, monkeypatch):
     """A read of several units with no gather (MULTI_UNIT_BUDGET) decodes every unit's
@@ -1849,8 +1877,10 @@ def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budg
     units share OR-ed), and the check launch of each unit writes its string columns' int32
     offsets into the read's offsets arena at the unit's rows, shifted by the earlier units'
     bytes, and the decode of each unit writes its string and binary bytes into the read's
-    bytes arena, each column's region at the column's bytes so far: combining copies no
-    byte, rebases list offsets only, packs no mask of a table without lists, and the columns equal pylance's and the one-unit read's, as 2 and as 16 fragments, flat nullable columns
+    bytes arena, each column's region at the column's bytes so far, and the unravel of each
+    unit writes its list offsets and list masks into the read's lists arena: combining
+    copies no byte, writes the fixed-size lists' generated offsets only, packs no mask but
+    fixed-size lists' items', and the columns equal pylance's and the one-unit read's, as 2 and as 16 fragments, flat nullable columns
     (booleans, an embedding, a struct, a constant), the mixed table and the list table
     (list items, lists of structs); with a filter (a gather) the units keep their own
     buffers, and their values are copied."""
@@ -2016,6 +2046,89 @@ def test_multi_unit_bytes_past_their_room_raise(flat_budget_datasets, monkeypatc
     with memory_limit(MULTI_UNIT_BUDGET), pytest.raises(CorruptFileError, match="past its pages' buffers"):
         lance_gpu.dataset(flat_budget_datasets[16]).scanner(on_cpu_fallback="raise").to_cudf_columns()
     assert rooms
+
+
+def _unit_lists_table(n: int, version: str, seed: int = 4) -> pa.Table:
+    """Lists of every kind for the lists arena of multi-unit reads: list<int> and
+    large_list<int64> with null / empty lists and null items, list<string>, list<bool>,
+    list<list<int16>> (empty inner lists; and one with as many null and empty inner lists as
+    values, ``lle``: its inner layer passes the slot the planner's level estimate sizes,
+    :mod:`lance_gpu.gpu.readlists`), a list of structs, a struct holding a
+    list (null structs), a mostly-empty list column, all-null list and nested list columns,
+    a fixed-size list with null rows and a list of fixed-size lists; maps in 2.2."""
+    rng = np.random.default_rng(seed)
+    lists: list = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.15:
+            lists.append(None)
+        elif r < 0.3:
+            lists.append([])
+        else:
+            lists.append([None if x % 5 == 0 else int(x) for x in rng.integers(0, 1000, int(rng.integers(1, 6)))])
+    cols = {
+        "i": pa.array([None if x % 4 == 0 else int(x) for x in rng.integers(0, 99, n)], pa.int32()),
+        "li": pa.array(lists, pa.list_(pa.int32())),
+        "lli": pa.array(lists[::-1], pa.large_list(pa.int64())),
+        "ls": pa.array([None if v is None else [None if x is None else gd.WORDS[x % 7] * (x % 3) for x in v] for v in lists],
+                       pa.list_(pa.string())),
+        "lb": pa.array([None if v is None else [None if x is None else bool(x % 2) for x in v] for v in lists], pa.list_(pa.bool_())),
+        "ll": pa.array([None if v is None else [v[:2], v[1:]] if v else [] for v in lists], pa.list_(pa.list_(pa.int16()))),
+        # more null and empty inner lists than the planner's estimate of the levels allows for
+        "lle": pa.array([None if v is None else [[], v, None, []] for v in lists], pa.list_(pa.list_(pa.int16()))),
+        "lst": pa.array([None if v is None else [None if x is None else {"a": x % 9, "b": gd.WORDS[x % 7]} for x in v] for v in lists],
+                        pa.list_(pa.struct([("a", pa.int16()), ("b", pa.string())]))),
+        "sl": pa.StructArray.from_arrays([pa.array(lists[::-1], pa.list_(pa.int32())), pa.array(np.arange(n, dtype=np.int32))],
+                                         names=["l", "x"], mask=pa.array(rng.random(n) < 0.2)),
+        "le": pa.array([[] if k % 7 else [k] for k in range(n)], pa.list_(pa.int32())),
+        "null_l": pa.nulls(n, pa.list_(pa.int32())),
+        "null_ll": pa.nulls(n, pa.list_(pa.list_(pa.int16()))),
+        "fsl": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(3 * n).astype(np.float32)), 3,
+                                                 mask=pa.array(rng.random(n) < 0.2)),
+        "lfsl": pa.array([None if v is None else [[x or 0, 1] for x in v] for v in lists], pa.list_(pa.list_(pa.int16(), 2))),
+    }
+    if version == "2.2":
+        cols["map"] = pa.array([None if v is None else [(f"k{j}", x) for j, x in enumerate(v)] for v in lists],
+                               pa.map_(pa.string(), pa.int32()))
+    return pa.table(cols)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_multi_unit_to_cudf_lists_written_once(root, version, monkeypatch):
+    """Reads of several units with no gather (``whole_read``) of every kind of list column
+    (:func:`_unit_lists_table`: lists of ints, large lists, strings, booleans, nested
+    lists, structs, fixed-size lists; a struct holding a list; maps in 2.2; null, empty and
+    all-null lists, null items), as fragments of 9 rows in 2-4 units (units cutting a
+    column's fragments) and as fragments of one row, a unit each: every column equals
+    pylance's and the one-unit read's, and combining wrote no list offsets and packed no
+    mask (the units' unravels wrote them into the read's lists arena, each at its entries)."""
+    table = _unit_lists_table(45, version)
+    for rows, budget, least, most in ((9, {"2.1": 35_000, "2.2": 40_000}[version], 2, 4), (1, 1, 45, None)):
+        uri = str(root / f"unit_lists_{version}_{rows}")
+        if not Path(uri).exists():
+            lance.write_dataset(table if rows > 1 else table.slice(0, 12), uri, data_storage_version=version, max_rows_per_file=rows)
+        cols, units, combining = _multi_unit_cudf_read(uri, budget, monkeypatch)
+        what = f"{version}, {rows}-row fragments, {units} units"
+        assert units >= min(least, lance.dataset(uri).count_rows()) and (most is None or units <= most), what
+        lle = cols[table.schema.get_field_index("lle")].children[0]
+        _assert_written_once(cols, combining, what, left=[lle] if rows > 1 else [])
+        one, _rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        for a, b, f in zip(cols, one, table.schema, strict=True):
+            assert a.to_arrow().equals(b.to_arrow()), (what, f.name)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
+def test_multi_unit_to_cudf_lists_of_2_0_files(root, monkeypatch):
+    """The same table in 2.0 files (read by the CPU reader and uploaded: no arena of the
+    device decode's) read as several fragments: the columns equal pylance's."""
+    table = _unit_lists_table(30, "2.0").drop_columns(["sl", "lst"])  # (2.0: no null structs)
+    uri = str(root / "unit_lists_2.0")
+    if not Path(uri).exists():
+        lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=9)
+    with memory_limit(40_000):
+        cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="allow").to_cudf_columns()
+    _assert_cudf_layout(cols, lance.dataset(uri).to_table(), "2.0 lists")
 
 
 def _offsets_written_by_combine(cols) -> int:

@@ -84,7 +84,7 @@ def main():
             levels._unravel_segments_scatter_kernel,
             {},
             (z(9, u16), z(40, i64), i64(0), i64(9), i64(12), i64(30), i64(1), i64(9), z(19, i64), z(9, i64), z(4, np.uint32),
-             z(5, i64), i64(2), z(4, i32), z(4, np.uint32)),
+             z(5, i64), i64(2), z(4, i32), z(4, np.uint32), z(4, i32), z(4, np.uint32)),
         ),
         (levels._to_bitmap_kernel, {}, (z(9, b1), i64(9), z(2, u8))),
         (levels._from_bitmap_kernel, {}, (z(2, u8), i64(0), z(9, b1))),

@@ -597,6 +597,144 @@ def test_unravel_segments_gpu_cudf_list_offsets_of_runs(seed):
         assert len(firsts) == 1 and next(iter(firsts)) % 512 == 0, key
 
 
+def _entry_validity(rav, m):
+    """Every entry's valid bit at layer ``m`` of a raveled leaf, as the levels say it (an
+    entry under a null struct is not valid at a list layer that cannot be null either:
+    ``_is_valid``), whatever the layer's kind."""
+    tab = ck.levels.def_table(rav.layer_kinds)
+    n = rav.num_levels
+    r = np.full(n, tab.max_rep, np.int64) if rav.rep is None else np.asarray(rav.rep, np.int64)
+    d = np.zeros(n, np.int64) if rav.def_ is None else np.asarray(rav.def_, np.int64)
+    entry = (r >= tab.c[m]) & (tab.ltr[d] <= tab.c[m])
+    valid = (d <= tab.below[m]) | ((tab.empty_level[m] > 0) & (d == tab.empty_level[m]))
+    return valid[entry]
+
+
+def _layer_column(cpu_layers, valid_parts, m):
+    """The concatenation of layer ``m`` of several segments' CPU unravels as one column's:
+    its int64 offsets from 0 (list layers; None for item layers) and its entries' valid
+    bits (``valid_parts``: each segment's, :func:`_entry_validity`)."""
+    offs, valid, shift = [np.zeros(1, np.int64)], [], 0
+    for layers, bits in zip(cpu_layers, valid_parts, strict=True):
+        lc = layers[m]
+        valid.append(bits[m])
+        if lc.offsets is not None:
+            offs.append(np.asarray(lc.offsets, np.int64)[1:] + shift)
+            shift += int(np.asarray(lc.offsets)[-1])
+    return (np.concatenate(offs) if len(offs) > 1 or cpu_layers[0][m].offsets is not None else None), np.concatenate(valid)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unravel_segments_gpu_lists_into_callers_arrays(seed):
+    """``lists_into``: three calls (three read units) write the runs of columns' leaves with
+    repetition levels (list<int32>, list<list<int16>> with its inner list layer left to the
+    call's own slots, struct<x: list<int8>>; null / empty lists and items, empty fragments,
+    fragments without nulls) into one int32 and one zeroed uint32 array of the caller's,
+    each layer from its row there (the entries of the earlier calls), offsets shifted by the
+    inner layer's earlier entries: the caller's offsets are the column's offsets from 0 over
+    every call, its bits the column's validity with zeros after them; every segment's
+    ``cudf_offsets`` is the caller's slot and ``cudf_row`` its row there, its validity a view
+    of the caller's words at its row (nulls or not), its per-segment results the CPU's.  A
+    run past its slot's room raises and writes nothing past it."""
+    rng = np.random.default_rng(seed)
+    types = [pa.list_(pa.int32()), pa.list_(pa.list_(pa.int16())), pa.struct([("x", pa.list_(pa.int8()))])]
+    nlay = [2, 3, 3]
+    cap = 160  # entries a slot holds
+    # (first entry, first bit) of each run's layer in the caller's arrays; (-1, -1): not placed
+    place = {(r, m): (-1, -1) if (r, m) == (1, 1) else (200 * (3 * r + m), 512 * (3 * r + m)) for r in range(3) for m in range(nlay[r])}
+    place[(2, 1)] = (-1, 512 * 7)  # struct<x: list<int8>>'s list layer: its bits placed, its offsets the call's own
+    offsets = cuda.to_device(np.full(200 * 9, -7, np.int32))
+    words = cuda.to_device(np.zeros(16 * 9, np.uint32))
+    before = {key: 0 for key in place}  # entries of each run's layer written by earlier calls
+    cpu_of: dict[int, list] = {0: [], 1: [], 2: []}
+    valid_of: dict[int, list] = {0: [], 1: [], 2: []}
+    for call in range(3):
+        cases, runs = [], []
+        for k in range(3):
+            for r, typ in enumerate(types):
+                n = 0 if (call, k, r) == (1, 0, 0) else int(rng.integers(1, 9))
+                rows = [[1, 2] for _ in range(n)] if (k, r) == (1, 0) else _random_rows(rng, typ, n)
+                cases.append((rows, typ))
+                runs.append(r)
+        cases.append((_random_rows(rng, pa.list_(pa.int32()), 4), pa.list_(pa.int32())))  # no run
+        runs.append(-1)
+        raveled = [_raveled(pa.array(rows, t)) for rows, t in cases]
+        levels, segs = _segments_and_levels(raveled)
+        segs = [sg._replace(run=r) for sg, r in zip(segs, runs, strict=True)]
+        spec = {r: tuple((*place[(r, m)], cap, before[(r, m)], before.get((r, m - 1), 0) if m else 0) for m in range(nlay[r]))
+                for r in range(3)}
+        gpu = ck.unravel_segments_gpu(cuda.to_device(levels), segs, cudf=True, lists_into=(offsets, words, spec))
+        rows_now = dict(before)
+        for rav, g, run in zip(raveled, gpu, runs, strict=True):
+            cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
+            assert (g.num_values, g.num_rows) == (cpu.num_values, cpu.num_rows)
+            if run < 0:
+                _assert_unraveled_equal(cpu, g)
+                continue
+            cpu_of[run].append(cpu.layers)
+            valid_of[run].append([_entry_validity(rav, m) for m in range(len(cpu.layers))])
+            for m, (lc, lg) in enumerate(zip(cpu.layers, g.layers, strict=True)):
+                assert lg.length == lc.length and lg.kind == lc.kind
+                valid = valid_of[run][-1][m]
+                if lc.validity is not None:
+                    np.testing.assert_array_equal(valid, lc.validity)
+                entry, bit = place[(run, m)]
+                if lc.offsets is not None:
+                    np.testing.assert_array_equal(h(lg.offsets), lc.offsets)
+                    if entry >= 0:
+                        assert lg.cudf_offsets is not None and lg.cudf_offsets.shape[0] == cap + 1
+                        assert _device.allocation_of(lg.cudf_offsets)[0] == _device.allocation_of(offsets)[0]
+                        assert _device.allocation_of(lg.cudf_offsets)[2] == 4 * entry
+                        assert lg.cudf_row == rows_now[(run, m)]
+                    else:  # the call's own run offsets from 0, at the segment's row in the call's run
+                        own = h(lg.cudf_offsets)
+                        assert _device.allocation_of(lg.cudf_offsets)[0] != _device.allocation_of(offsets)[0]
+                        np.testing.assert_array_equal(own[lg.cudf_row : lg.cudf_row + lc.length + 1],
+                                                      np.asarray(lc.offsets) + own[lg.cudf_row])
+                if bit >= 0:
+                    nullable = lc.kind in (3, 4, 6)
+                    assert (lg.validity is not None) == bool(lc.length and (nullable or valid.all()))
+                    if lg.validity is not None:
+                        assert _device.allocation_of(lg.validity)[0] == _device.allocation_of(words)[0]
+                        assert 8 * _device.allocation_of(lg.validity)[2] + lg.bit_offset == bit + rows_now[(run, m)]
+                        got = np.unpackbits(h(lg.validity).view(np.uint8), bitorder="little")[lg.bit_offset : lg.bit_offset + lc.length]
+                        np.testing.assert_array_equal(got.astype(bool), valid)
+                        assert lg.null_count == (int((~valid).sum()) if nullable else 0)
+                else:  # the call's own slot, as without lists_into
+                    assert (lg.validity is None) == (lc.validity is None) or lg.null_count == 0
+                rows_now[(run, m)] += lc.length
+        before = rows_now
+    host_offsets, host_bits = h(offsets), np.unpackbits(h(words).view(np.uint8), bitorder="little").astype(bool)
+    for (run, m), (entry, bit) in place.items():
+        want_offsets, want_valid = _layer_column(cpu_of[run], valid_of[run], m)
+        total = want_valid.size
+        assert total == before[(run, m)]
+        if entry >= 0 and want_offsets is not None:
+            np.testing.assert_array_equal(host_offsets[entry : entry + total + 1], want_offsets, err_msg=f"{run}/{m}")
+            assert (host_offsets[entry + total + 1 : entry + 200] == -7).all()
+        if bit >= 0:
+            np.testing.assert_array_equal(host_bits[bit : bit + total], want_valid, err_msg=f"{run}/{m}")
+            assert not host_bits[bit + total : bit + 512].any()
+        if entry < 0:
+            assert (host_offsets[200 * (3 * run + m) : 200 * (3 * run + m + 1)] == -7).all()
+        if bit < 0:
+            assert not host_bits[512 * (3 * run + m) : 512 * (3 * run + m + 1)].any()
+    # a run past its room: an error, nothing written past the room
+    rows = [[1, 2, None, 3]] * 6
+    rav = _raveled(pa.array(rows, pa.list_(pa.int32())))
+    levels, segs = _segments_and_levels([rav])
+    small = cuda.to_device(np.full(16, -7, np.int32))
+    bits = cuda.to_device(np.zeros(16, np.uint32))
+    with pytest.raises(CorruptInputError):
+        ck.unravel_segments_gpu(cuda.to_device(levels), [segs[0]._replace(run=0)], cudf=True,
+                                lists_into=(small, bits, {0: ((-1, 0, 10, 0, 0), (0, 32, 4, 0, 10))}))
+    got = h(small)
+    np.testing.assert_array_equal(got[:5], [10, 14, 18, 22, 26])
+    assert (got[5:] == -7).all()
+    item_bits = np.unpackbits(h(bits).view(np.uint8), bitorder="little").astype(bool)
+    assert item_bits[:10].tolist() == [True, True, False, True] * 2 + [True, True] and not item_bits[10:32].any()
+
+
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
 def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
     """Leaves without repetition levels (flat nullable columns, structs of them) are
