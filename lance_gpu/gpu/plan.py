@@ -464,6 +464,13 @@ class UnitPlan:
             self.unpack[key] = _Lists("words", "width", "dst", "count")
         return self.unpack[key]
 
+    def add_rle(self, bits: int, dest: str, **cols) -> None:
+        """RLE work rows of ``bits``-bit run values (``vals``, ``runs``: arena bytes of the
+        run values and u8 run lengths; ``nruns``, ``count``: runs and values per chunk;
+        ``dst``: byte of ``dest``, one of :data:`_DESTS`, the chunk expands to)."""
+        lst = self.rle.setdefault(bits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
+        lst.add(dest=_DESTS.index(dest), **cols)
+
     def count_direct(self, kind: str, n: int = 1) -> None:
         """``n`` pages of layout ``kind`` staged straight from the store (their data deferred)."""
         if n:
@@ -1990,28 +1997,10 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     if kind == "flat":
         unit.copy_level.add(src=starts, len=flat_plan.level_bytes(sizes, nlevels, ctx), dst=2 * dst)
         return
-    if kind == "inline_bitpacking":
-        _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
-        return
     if kind == "rle":
-        assert runs is not None  # found by the device pre-pass
-        vals, lens = rle_plan.level_runs(starts, runs)
-        lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=vals, runs=lens, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
+        rle_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
         return
-    ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
-    if ool.words.size:
-        chunk = ool.chunk
-        unit.unpack_list("level", 16).add(
-            words=ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
-            count=ool.counts,
-        )
-    tails = np.flatnonzero(ool.tail_len)
-    if tails.size:
-        unit.copy_level.add(
-            src=2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
-            dst=2 * (dst[tails] + ool.packed[tails]),
-        )
+    bitpacking_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -2038,10 +2027,10 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         return
     dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if family == "inline_bitpacking":
-        _emit_inline(unit, "fixed", arg, ch, starts, counts, dst // (arg // 8), ctx, ch.blocks)
+        bitpacking_plan.emit_inline(unit, "fixed", arg, dst // (arg // 8), ch.blocks)
         return
     if family == "rle":
-        _emit_rle(unit, "fixed", enc, ch, dst, ctx)
+        rle_plan.emit_chunks(unit, "fixed", enc, ch, dst, ctx)
         return
     dim, bits = arg
     if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
@@ -2057,32 +2046,6 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
         return
     unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
-
-
-def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx,
-                 blocks: bitpacking_plan.InlineBlocks | None) -> None:
-    """InlineBitpacking chunks (buffers at arena bytes ``starts``): chunk ``i``'s values go
-    to item ``dst_item[i]`` (items of ``bits``) of the destination; ``blocks``: theirs as the
-    device pre-pass found them."""
-    assert blocks is not None
-    chunk = blocks.chunk
-    unit.unpack_list(dest, bits).add(
-        words=blocks.word_off, width=blocks.widths,
-        dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
-    )
-
-
-def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray, ctx) -> None:
-    """Rle{Flat, Flat8} chunks of ``ch``: chunk ``i`` expands to byte ``dst_byte[i]`` of ``dest``."""
-    vbits = rle_plan.value_bits(enc)
-    if vbits is None:
-        raise Unsupported("this Rle layout")
-    nruns = rle_plan.chunk_runs(ch.bufs, vbits // 8, ctx)
-    lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-    lst.add(
-        vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
-        dest=_DESTS.index(dest), dst=dst_byte,
-    )
 
 
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
@@ -2200,12 +2163,12 @@ def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks,
     # index items of the page's chunks
     first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
     if kind == "inline_bitpacking":
-        _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx, ch.blocks)
+        bitpacking_plan.emit_inline(unit, f"index{bits}", bits, first, ch.blocks)
     elif kind == "flat":
         nbytes = flat_plan.chunk_bytes(ch.bufs[:, 0, 1], ch.counts, 1, bits, ctx)
         unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
     else:
-        _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
+        rle_plan.emit_chunks(unit, f"index{bits}", enc, ch, first * word, ctx)
 
 
 # -- emission groups of mini-block pages -----------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, DeviceUnsupported
 
 WORD_BITS = (8, 16, 32, 64)
 
@@ -63,4 +63,23 @@ def level_runs(starts: np.ndarray, nruns: np.ndarray) -> tuple[np.ndarray, np.nd
     return vals, vals + 2 * nruns
 
 
-__all__ = ["WORD_BITS", "chunk_runs", "level_form", "level_runs", "value_bits", "value_form"]
+def emit_chunks(unit: DeviceUnit, dest: str, enc: Any, ch: Any, dst_byte: np.ndarray, ctx: DecodeContext) -> None:
+    """Rle{Flat, Flat8} chunks of ``ch``: chunk ``i`` expands to byte ``dst_byte[i]`` of ``dest``."""
+    vbits = value_bits(enc)
+    if vbits is None:
+        raise DeviceUnsupported("this Rle layout")
+    nruns = chunk_runs(ch.bufs, vbits // 8, ctx)
+    unit.add_rle(vbits, dest, vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts, dst=dst_byte)
+
+
+def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray,
+                dst: np.ndarray, ctx: DecodeContext, blocks: Any = None, runs: np.ndarray | None = None) -> None:
+    """Block-form Rle{Flat16, Flat8} level buffers at arena bytes ``starts``, ``runs`` runs
+    each (found by the device pre-pass): chunk ``i``'s ``nlevels[i]`` levels expand to level
+    ``dst[i]``."""
+    assert runs is not None  # found by the device pre-pass
+    vals, lens = level_runs(starts, runs)
+    unit.add_rle(16, "level", vals=vals, runs=lens, nruns=runs, count=nlevels, dst=2 * dst)
+
+
+__all__ = ["WORD_BITS", "chunk_runs", "emit_chunks", "emit_levels", "level_form", "level_runs", "value_bits", "value_form"]
