@@ -142,6 +142,7 @@ from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
+from lance_gpu.file.encodings.variable import gpu_plan as variable_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1 import constant as constant_layout
 from lance_gpu.file.v2_1 import miniblock
@@ -1995,7 +1996,7 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     starts = np.ascontiguousarray(spans[:, 0])
     sizes = np.ascontiguousarray(spans[:, 1])
     if kind == "flat":
-        unit.copy_level.add(src=starts, len=flat_plan.level_bytes(sizes, nlevels, ctx), dst=2 * dst)
+        flat_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
         return
     if kind == "rle":
         rle_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
@@ -2021,31 +2022,28 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         _emit_indices(unit, enc, dictionary, ch, starts, ctx)
         return
     family, arg = encodings.device_value_form(enc, leaf, int(mb.num_buffers))
+    if family == "var":  # a slot per value
+        dst = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
+    else:  # bytes of the fixed arena
+        dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if family == "var":
-        slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
-        unit.var_chunks.add(start=starts, size=sizes, width=arg, count=counts, dst=slot)
+        variable_plan.emit_values(unit, enc, arg, ch, dst, ctx)
         return
-    dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if family == "inline_bitpacking":
-        bitpacking_plan.emit_inline(unit, "fixed", arg, dst // (arg // 8), ch.blocks)
+        bitpacking_plan.emit_values(unit, enc, arg, ch, dst, ctx)
         return
     if family == "rle":
-        rle_plan.emit_chunks(unit, "fixed", enc, ch, dst, ctx)
+        rle_plan.emit_values(unit, enc, arg, ch, dst, ctx)
         return
-    dim, bits = arg
     if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
+        dim = arg[0]
         nitems = counts * dim
         if np.any(sizes < (nitems + 7) // 8):
             raise ctx.corrupt("fixed-size-list validity chunk shorter than its items")
         item_base = leaf.item_pos if ch.item_base is None else ch.item_base
         unit.bits.add(src=8 * starts, count=nitems, dst=item_base + ch.value * dim)
-        starts = np.ascontiguousarray(ch.bufs[:, 1, 0])
-        sizes = ch.bufs[:, 1, 1]
-    nbytes = flat_plan.chunk_bytes(sizes, counts, dim, bits, ctx)
-    if bits == 1:
-        unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
-        return
-    unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
+        ch = replace(ch, bufs=ch.bufs[:, 1:])
+    flat_plan.emit_values(unit, enc, arg, ch, dst, ctx)
 
 
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")

@@ -133,6 +133,13 @@ def emit_inline(unit: DeviceUnit, dest: str, bits: int, dst_item: Any, blocks: I
     )
 
 
+def emit_values(unit: DeviceUnit, enc: Any, arg: int, ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of InlineBitpacking value chunks (``arg``: the value bits, :func:`value_form`):
+    chunk ``i`` of ``ch`` (its ``blocks`` as the device pre-pass found them) unpacked to
+    byte ``dst[i]`` of the fixed arena (:func:`emit_inline`)."""
+    emit_inline(unit, "fixed", arg, dst // (arg // 8), ch.blocks)
+
+
 def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray,
                 dst: np.ndarray, ctx: DecodeContext, blocks: InlineBlocks | None = None, runs: np.ndarray | None = None) -> None:
     """Bit-packed level buffers (``form``: :func:`level_kind`) at arena bytes ``starts`` of
@@ -159,6 +166,6 @@ def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes
 
 
 __all__ = [
-    "InlineBlocks", "LevelBlocks", "emit_inline", "emit_levels", "inline_word", "level_blocks", "level_form", "level_kind",
+    "InlineBlocks", "LevelBlocks", "emit_inline", "emit_levels", "emit_values", "inline_word", "level_blocks", "level_form", "level_kind",
     "level_width", "value_form",
 ]

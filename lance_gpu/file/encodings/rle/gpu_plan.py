@@ -72,6 +72,12 @@ def emit_chunks(unit: DeviceUnit, dest: str, enc: Any, ch: Any, dst_byte: np.nda
     unit.add_rle(vbits, dest, vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts, dst=dst_byte)
 
 
+def emit_values(unit: DeviceUnit, enc: Any, arg: int, ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of Rle{Flat, Flat8} value chunks (``arg``: the value bits, :func:`value_form`):
+    chunk ``i`` of ``ch`` expanded to byte ``dst[i]`` of the fixed arena (:func:`emit_chunks`)."""
+    emit_chunks(unit, "fixed", enc, ch, dst, ctx)
+
+
 def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray,
                 dst: np.ndarray, ctx: DecodeContext, blocks: Any = None, runs: np.ndarray | None = None) -> None:
     """Block-form Rle{Flat16, Flat8} level buffers at arena bytes ``starts``, ``runs`` runs
@@ -82,4 +88,4 @@ def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes
     unit.add_rle(16, "level", vals=vals, runs=lens, nruns=runs, count=nlevels, dst=2 * dst)
 
 
-__all__ = ["WORD_BITS", "chunk_runs", "emit_chunks", "emit_levels", "level_form", "level_runs", "value_bits", "value_form"]
+__all__ = ["WORD_BITS", "chunk_runs", "emit_chunks", "emit_levels", "emit_values", "level_form", "level_runs", "value_bits", "value_form"]
