@@ -208,15 +208,6 @@ def _level_encoding(enc) -> str:
     return encodings.device_level_form(enc)
 
 
-def _index_key(enc) -> tuple[int, str]:
-    """``(bits per index, kind)`` of a dictionary-index value encoding the GPU decodes
-    (:func:`dictionary_plan.index_key`); raises :class:`Unsupported` for another."""
-    key = dictionary_plan.index_key(enc)
-    if key is None:
-        raise Unsupported(f"{enc.WhichOneof('compression')} dictionary indices")
-    return key
-
-
 # --------------------------------------------------------------------------------------------
 # Plans
 
@@ -509,7 +500,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
         if mb.HasField("dictionary"):
             if nbuf != dictionary_plan.index_buffers(enc):
                 raise Unsupported(f"mini-block page with {nbuf} buffers")
-            _index_key(enc)
+            dictionary_plan.index_form(enc)
             return
         encodings.device_value_form(enc, leaf, nbuf)
         return
@@ -1391,7 +1382,7 @@ def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, r
     bufs = _read_rows(leaf, t.offsets[rows, 2].tolist(), t.sizes[rows, 2].tolist())
     nv, vp = t.num_values[rows].tolist(), vpos[rows].tolist()
     index = np.full(len(t), -1, np.int64)
-    bits = _index_key(bodies[0].value_compression)[0]
+    bits = dictionary_plan.index_form(bodies[0].value_compression)[0]
     together = _dictionaries_together(unit, leaf, bodies, bufs, nv, vp)
     if together is not None:
         index[rows] = [ipos for _bits, ipos in together]
@@ -2019,7 +2010,7 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
     sizes = ch.bufs[:, 0, 1]
     if dictionary is not None:
-        _emit_indices(unit, enc, dictionary, ch, starts, ctx)
+        dictionary_plan.emit_indices(unit, enc, dictionary, ch, starts, ctx)
         return
     family, arg = encodings.device_value_form(enc, leaf, int(mb.num_buffers))
     if family == "var":  # a slot per value
@@ -2103,7 +2094,7 @@ def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n
     added to the unit's, or, given ``rows``, appended to ``rows[index bits]`` (the caller adds
     them, many at once)."""
     items, offsets, nitems = dictionary_plan.one(mb, buf, leaf.kind, leaf.width, leaf.arrow_type, ctx)
-    bits = _index_key(mb.value_compression)[0]
+    bits = dictionary_plan.index_form(mb.value_compression)[0]
     ipos = unit.alloc_index(bits, n)
     items_pos = unit.stage.add_bytes(items)
     if offsets is not None:
@@ -2144,29 +2135,13 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     nitems = got.nitems
     out = []
     for k, mb in enumerate(layouts):
-        bits = _index_key(mb.value_compression)[0]
+        bits = dictionary_plan.index_form(mb.value_compression)[0]
         ipos = unit.alloc_index(bits, nvalues[k])
         lst = unit.dictionary_rows(bits)
         lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
                 offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[k]))
         out.append((bits, ipos))
     return out
-
-
-def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
-    """The dictionary indices of one page's chunks ``ch``, to the index scratch from ``dictionary``."""
-    bits, ipos = dictionary
-    kind = _index_key(enc)[1]
-    word = bits // 8
-    # index items of the page's chunks
-    first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
-    if kind == "inline_bitpacking":
-        bitpacking_plan.emit_inline(unit, f"index{bits}", bits, first, ch.blocks)
-    elif kind == "flat":
-        nbytes = flat_plan.chunk_bytes(ch.bufs[:, 0, 1], ch.counts, 1, bits, ctx)
-        unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
-    else:
-        rle_plan.emit_chunks(unit, f"index{bits}", enc, ch, first * word, ctx)
 
 
 # -- emission groups of mini-block pages -----------------------------------------------------
@@ -2185,7 +2160,7 @@ def _dictionary_key(mb) -> tuple:
     index bits, the index encoding, the level encodings and the buffer count."""
     dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
     rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    return (*_index_key(mb.value_compression), dfn, rep, int(mb.num_buffers))
+    return (*dictionary_plan.index_form(mb.value_compression), dfn, rep, int(mb.num_buffers))
 
 
 def _level_key(enc) -> tuple:
