@@ -51,7 +51,7 @@ module (``file.encodings.``)    planning it holds (caller here)
                                 layer with item validity (``fsl_valid``: two chunk buffers)
 ``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
-                                packed in the arena layout (:func:`_stage_fsst_tables`)
+                                packed in the arena layout (``fsst.gpu_plan.stage_tables``)
 ``bitpacking.gpu_plan``         inline value forms, inline blocks and words, out-of-line
                                 level blocks, bit-packed level kinds (``headers``,
                                 :func:`_emit_levels`, :func:`_level_key`)
@@ -394,7 +394,7 @@ class UnitPlan:
         self.fsst: list[tuple[int, int, int, int]] = []
         #: the staged symbol tables of the FSST pages whose strings are compressed, by ``id``
         #: of the page (``(id(leaf), row)`` of a leaf planned as a table): (arena byte of its
-        #: table, n_symbols) (:func:`_stage_fsst_tables`)
+        #: table, n_symbols) (``fsst.gpu_plan.stage_tables``)
         self.fsst_tables: dict[object, tuple[int, int]] = {}
         #: the rows of those pages, per ``id`` of a leaf planned as a table
         self.fsst_rows: dict[int, np.ndarray] = {}
@@ -1167,7 +1167,7 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         if rows is not None:
             key = id(leaf)
             for j, slot, count in zip(rows.tolist(), (leaf.slot_lo + vpos[rows]).tolist(), m.num_values[rows].tolist(), strict=True):
-                _add_fsst(unit, (key, j), slot, count)
+                fsst_plan.add_segments(unit, (key, j), slot, count)
     if pending:
         def work(rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
             if later is not None:
@@ -1244,7 +1244,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan, values_placed: bool = False) -> N
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
-    _stage_fsst_tables(unit, leaf)
+    fsst_plan.stage_tables(unit, leaf)
     if leaf.mixed is not None:
         assert leaf.table is not None
         _place_mixed_table(unit, leaf, leaf.table)
@@ -1551,7 +1551,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         if rows is not None:
             key = id(leaf)
             for j, slot, count in zip(rows.tolist(), dst[rows].tolist(), t.num_values[rows].tolist(), strict=True):
-                _add_fsst(unit, (key, j), slot, count)
+                fsst_plan.add_segments(unit, (key, j), slot, count)
 
 
 @dataclass(slots=True, frozen=True)
@@ -2038,43 +2038,6 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
 
 
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
-
-
-def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
-    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (``(id(leaf),
-    row)``: a row of its table), where
-    its leaf's tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
-    table = unit.fsst_tables.get(key)
-    if table is not None and n:
-        unit.fsst.append((slot, slot + n, table[0], table[1]))
-
-
-def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
-    """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
-    together (:func:`fsst_plan.page_tables`, which refuses a bad one as the CPU reader
-    does), those whose strings are compressed staged as **one** item (table ``j`` at byte
-    ``TABLE_BYTES * j``: the arena layout of :mod:`lance_gpu.file.encodings.fsst.gpu_plan`)
-    and recorded in
-    :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
-    each FSST segment names its table's arena byte).  A leaf planned as a table is looked
-    at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
-    if leaf.kind != "var":
-        return
-    t = leaf.table
-    if t is None:
-        return
-    got = t.memo.get("fsst")
-    if got is None:  # per column, once: its tables parsed and packed
-        encs = [fsst_plan.layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
-        got = t.memo["fsst"] = fsst_plan.page_tables(encs, t.layout, t.num_values, leaf.ctx())
-    if got is None:
-        return
-    rows, nsym, packed = got
-    at = unit.stage.add_bytes(packed)
-    key = id(leaf)
-    for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
-        unit.fsst_tables[(key, j)] = (at + fsst_plan.TABLE_BYTES * k, ns)
-    unit.fsst_rows[key] = rows
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
