@@ -139,10 +139,8 @@ from lance_gpu.file.container import LanceFileReader
 from lance_gpu.file.encodings.base import DecodeContext, DeviceUnsupported
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
-from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
-from lance_gpu.file.encodings.variable import gpu_plan as variable_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1 import constant as constant_layout
 from lance_gpu.file.v2_1 import miniblock
@@ -1986,13 +1984,7 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     nlevels = ch.levels
     starts = np.ascontiguousarray(spans[:, 0])
     sizes = np.ascontiguousarray(spans[:, 1])
-    if kind == "flat":
-        flat_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
-        return
-    if kind == "rle":
-        rle_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
-        return
-    bitpacking_plan.emit_levels(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
+    encodings.device_level_emitter(enc)(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -2017,15 +2009,6 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         dst = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
     else:  # bytes of the fixed arena
         dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
-    if family == "var":
-        variable_plan.emit_values(unit, enc, arg, ch, dst, ctx)
-        return
-    if family == "inline_bitpacking":
-        bitpacking_plan.emit_values(unit, enc, arg, ch, dst, ctx)
-        return
-    if family == "rle":
-        rle_plan.emit_values(unit, enc, arg, ch, dst, ctx)
-        return
     if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
         dim = arg[0]
         nitems = counts * dim
@@ -2034,7 +2017,8 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
         item_base = leaf.item_pos if ch.item_base is None else ch.item_base
         unit.bits.add(src=8 * starts, count=nitems, dst=item_base + ch.value * dim)
         ch = replace(ch, bufs=ch.bufs[:, 1:])
-    flat_plan.emit_values(unit, enc, arg, ch, dst, ctx)
+        family = "flat"
+    encodings.device_value_emitter(family)(unit, enc, arg, ch, dst, ctx)
 
 
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
