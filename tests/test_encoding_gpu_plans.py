@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests of the pure per-encoding device planning (``lance_gpu.file.encodings.<name>.gpu_plan``):
-the byte layouts and checks :mod:`lance_gpu.gpu.plan` registers into a unit's work lists.
+"""Unit tests of the per-encoding device planning (``lance_gpu.file.encodings.<name>.gpu_plan``):
+the byte layouts and checks, and the work rows each encoding's emission adds to a unit's
+work lists (through the registry, as :mod:`lance_gpu.gpu.plan` asks for them).
 End to end (planned reads against pylance) they are covered by tests/test_gpu_plan.py."""
 
 from __future__ import annotations

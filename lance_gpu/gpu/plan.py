@@ -27,41 +27,68 @@ family                          pages that feed it
 ==============================  ========================================================
 
 What an encoding's pages need -- its protobuf parsed, the byte layout of its buffers, the
-checks that refuse a corrupt page -- is computed by the encoding's own planning module,
-``lance_gpu.file.encodings.<name>.gpu_plan`` (pure functions over protobufs and NumPy
-arrays, below this layer), registered with the rest of the encoding in one place
-(``lance_gpu.file.encodings.ENCODINGS``); this module registers what they give into a
-unit's work lists (units, staging and the layout walks are its own).  Which kernel family
-takes a page's values, levels or full-zip values is asked of the registry, which dispatches
-on the ``CompressiveEncoding`` oneof to the encoding's planning
-(:func:`encodings.device_value_form`: :func:`check_page`, :func:`_group_key`,
-:func:`_emit_chunk_work`; :func:`encodings.device_level_form`: :func:`_level_encoding`;
-:func:`encodings.device_full_zip_form`: :func:`check_page`), and refuses, saying why, what
-no encoding's planning takes (``DeviceUnsupported``, which is :class:`Unsupported`).  What a
-family then needs of one encoding (its blocks, runs, chunk bytes, dictionaries, FSST tables)
-is a direct call into that encoding's ``gpu_plan`` from the branch emitting that family:
+checks that refuse a corrupt page, and the work rows of its page kinds -- is the encoding's
+own planning module, ``lance_gpu.file.encodings.<name>.gpu_plan`` (functions over
+protobufs, NumPy arrays and the unit's work lists, below this layer: they see a unit as
+``encodings.base.DeviceUnit``), registered with the rest of the encoding in one place
+(``lance_gpu.file.encodings.ENCODINGS``).  This module keeps the units (arenas, work lists,
+allocation), the page tables, staging, the layout walks (mini-block chunks, full-zip rows,
+constant and all-null pages, mixed leaves, row selections) and the generic dispatch: where
+each chunk's values and levels go in its leaf, asked of the registry, which dispatches to
+the encoding's planning and refuses, saying why, what no encoding's planning takes
+(``DeviceUnsupported``, which is :class:`Unsupported`):
 
 ==============================  ========================================================
-module (``file.encodings.``)    planning it holds (caller here)
+registry (``file.encodings.``)  asked here by
 ==============================  ========================================================
-``flat.gpu_plan``               Flat value forms and widths (copy or spread to bytes),
-                                chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
-                                :func:`_emit_levels`, :func:`_emit_indices`)
-``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value; one
-                                layer with item validity (``fsl_valid``: two chunk buffers)
-``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
-``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
-                                packed in the arena layout (``fsst.gpu_plan.stage_tables``)
-``bitpacking.gpu_plan``         inline value forms, inline blocks and words, out-of-line
-                                level blocks, bit-packed level kinds (``headers``,
-                                :func:`_emit_levels`, :func:`_level_key`)
-``rle.gpu_plan``                value forms and bits, run counts, level run positions
-                                (:func:`_emit_rle`, :func:`_emit_levels`)
-``dictionary.gpu_plan``         index encodings, bits and chunk buffers, dictionary items
-                                decoded alone or together (:func:`check_page`,
+``device_value_form``           :func:`check_page`, :func:`_group_key`,
+                                :func:`_emit_chunk_work` (the kernel family and its
+                                argument of a page's values)
+``device_value_emitter``        :func:`_emit_chunk_work`: the family's ``emit_values``
+                                (``Registration.families``), given each chunk's
+                                destination (value slot or fixed-arena byte)
+``device_level_form`` /         :func:`_level_encoding`, :func:`_emit_levels`: a level
+``device_level_emitter``        encoding's kind and its ``emit_levels``
+``device_full_zip_form``        :func:`check_page`, the full-zip table (copied or walked)
+==============================  ========================================================
+
+and what one encoding gives besides its forms is a direct call into its ``gpu_plan``:
+
+==============================  ========================================================
+module (``file.encodings.``)    planning and emission it holds (caller here)
+==============================  ========================================================
+``flat.gpu_plan``               Flat value forms and widths; ``emit_values`` (copy, or
+                                spread to bytes), ``emit_levels`` (Flat16 copied)
+``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value (emitted
+                                as Flat); one layer with item validity (``fsl_valid``, two
+                                chunk buffers: its validity bits spread here, in
+                                :func:`_emit_chunk_work`, its items emitted as Flat)
+``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
+                                (variable spans)
+``fsst.gpu_plan``               FSST value forms (their Variable chunks, emitted as
+                                ``var``); ``stage_tables`` (symbol tables packed in the
+                                arena layout, :func:`place_leaf`, ``passplan``),
+                                ``add_segments`` (FSST segments of a page's slots)
+``bitpacking.gpu_plan``         inline value forms, blocks and words (``headers``);
+                                ``emit_values``, ``emit_inline`` (unpack rows),
+                                ``emit_levels`` (inline blocks; out-of-line blocks and raw
+                                tails); level widths (:func:`_level_key`)
+``rle.gpu_plan``                value forms and bits; ``emit_values``, ``emit_chunks``
+                                (values, indices), ``emit_levels`` (block-form runs), through
+                                :meth:`UnitPlan.add_rle`
+``dictionary.gpu_plan``         index encodings (``index_form``), bits and chunk buffers;
+                                ``emit_indices`` (:func:`_emit_chunk_work`); dictionary
+                                items decoded alone or together (:func:`check_page`,
                                 :func:`_stage_one_dictionary`,
-                                :func:`_dictionaries_together`, :func:`_dictionary_key`)
+                                :func:`_dictionaries_together`, :func:`_dictionary_key`),
+                                placed here (index scratch, item staging)
 ==============================  ========================================================
+
+``constant``, ``byte_stream_split``, ``general`` and ``packed_struct`` have no device
+planning (``Registration.cpu_only`` says why): a page whose values use them is read by the
+CPU reader.  ConstantLayout pages (a layout, not the ``constant`` encoding) are planned
+here: their values and levels decoded on the host (``file.v2_1.constant``) and filled or
+copied at the leaf's positions (:func:`_emit_constant_page`).
 
 Every leaf is planned as a *table of its pages* (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`; :func:`_table_column`): no Python object per page.  Page layouts

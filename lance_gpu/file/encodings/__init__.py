@@ -4,8 +4,9 @@
 One home per encoding: a module, or a package holding the encoding's CPU decoder and CPU
 encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels), its compiled
 CPU loops (``_native.py`` / ``_encoder.py``), the host side of its device decoding
-(``gpu_plan.py``: which of its forms the device decodes, and where its blocks / runs /
-offsets lie in the staged chunk bytes, pure functions over protobufs and NumPy arrays, for
+(``gpu_plan.py``: which of its forms the device decodes, where its blocks / runs /
+offsets lie in the staged chunk bytes, and the work rows of its page kinds, functions over
+protobufs, NumPy arrays and a read unit's work lists (``base.DeviceUnit``), for
 :mod:`lance_gpu.gpu.plan`) and the device decoding kernels that know its bytes
 (``decode_kernels.py``, numba-cuda, launched by :mod:`lance_gpu.gpu.decode`).  This module registers them in **one** place, :data:`ENCODINGS`:
 per ``CompressiveEncoding`` oneof field, its home, its CPU decoders, its device planning,
@@ -18,8 +19,12 @@ the device kernels that decode it and its encoders.  From it:
 * the GPU planner asks :func:`device_value_form`, :func:`device_level_form` and
   :func:`device_full_zip_form` how the device decodes a page's values, levels and full-zip
   values (the dispatch on the oneof: anything not registered is read on the CPU,
-  :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why); what one form needs
-  besides (an encoding's block or run positions) it calls in that encoding's ``gpu_plan``;
+  :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why), and
+  :func:`device_value_emitter` (by kernel family, :attr:`Registration.families`) and
+  :func:`device_level_emitter` (by encoding) what emits their work (the home's
+  ``emit_values`` / ``emit_levels``, :data:`EMIT_FUNCTIONS`); what else an encoding gives
+  (dictionary indices, FSST tables, block or run positions) it calls in that encoding's
+  ``gpu_plan``;
 * the device page writer (``lance_gpu.write.device_pages``) takes its device encoders from
   :data:`ENCODERS` by name (tests swap them there); the CPU page writer
   (``lance_gpu.file.writer.pages``) calls each encoding's encoder directly, beside the same
@@ -27,28 +32,39 @@ the device kernels that decode it and its encoders.  From it:
   are not encoders and have no place in a registry.
 
 =========================  ===========================================================
-field                      home; device planning; device decoding kernels
+field                      home; device planning (families it emits); device kernels
 =========================  ===========================================================
-``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
+``flat``                   :mod:`.flat`; ``flat.gpu_plan`` (``flat``, Flat16 levels);
+                           batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
-                           items, one layer of item validity); batched copy, bits to
-                           bytes (booleans, item validity)
-``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
-                           full-zip walk
-``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
-                           lengths / decode
-``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``; scatter unpack
+                           items, emitted as ``flat``; one layer of item validity,
+                           ``fsl_valid``, whose bits the planner spreads); batched copy,
+                           bits to bytes (booleans, item validity)
+``variable``               :mod:`.variable`; ``variable.gpu_plan`` (``var``); variable
+                           spans, full-zip walk
+``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan`` (as ``var``; symbol tables,
+                           FSST segments); variable spans, FSST lengths / decode
+``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``
+                           (``inline_bitpacking``, levels); scatter unpack
 ``out_of_line_bitpacking`` :mod:`.bitpacking`; ``bitpacking.gpu_plan`` (levels);
                            scatter unpack, batched copy (tails)
-``rle``                    :mod:`.rle`; ``rle.gpu_plan``; RLE chunks
+``rle``                    :mod:`.rle`; ``rle.gpu_plan`` (``rle``, levels); RLE chunks
 ``dictionary``             :mod:`.dictionary`; ``dictionary.gpu_plan`` (page
-                           dictionaries, a layout feature); dictionary spans
+                           dictionaries, a layout feature: indices, items); dictionary
+                           spans
+``constant``               :mod:`.constant`; CPU only (``cpu_only``: a block form; pylance's
+                           constant pages are ConstantLayout, filled on the device)
+``byte_stream_split``      :mod:`.byte_stream_split`; CPU only (no un-split kernel)
+``general``                :mod:`.general`; CPU only (zstd / LZ4: no device
+                           decompressor; compressed page dictionaries are decompressed
+                           on the host while planning)
+``packed_struct``          :mod:`.packed_struct`; CPU only (no kernel for packed rows)
 =========================  ===========================================================
 
-``constant``, ``general``, ``byte_stream_split`` and ``packed_struct`` (:mod:`.constant`,
-:mod:`.general`, :mod:`.byte_stream_split`, :mod:`.packed_struct`) are decoded on the CPU
-only: a page using them is read by the CPU reader; ``variable_packed_struct`` has no decoder
-(it raises as unsupported).  The planning modules are named, not imported, here
+A page whose values use a CPU-only encoding is read by the CPU reader (each registration
+says why in :attr:`Registration.cpu_only`); where the planner decodes blocks on the host
+(page dictionaries, constant-page levels) it uses every registered CPU decoder;
+``variable_packed_struct`` has no decoder (it raises as unsupported).  The planning modules are named, not imported, here
 (:attr:`Registration.gpu_plan`, imported by :func:`gpu_plan` on the GPU planner's first
 use, so a CPU read loads none), and so are the device kernels, as ``"module:function"``
 (:attr:`Registration.kernels`): the ones that know an encoding's bytes in its package's

@@ -9,6 +9,10 @@ found here one unpack work item (the device unpacks); this module knows the byte
   word)`` packed words; the last block's padding values are not decoded.
 * OutOfLineBitpacking{16, Flat{W}} level buffer of a chunk: whole 1024-value blocks of ``W``
   bits (``128 * W`` bytes each), then the tail: one padded block, or raw u16 words.
+
+Emission (the registered ``inline_bitpacking`` family, dictionary indices and both level
+forms): one ``unpack`` row per block (:func:`emit_inline`, :func:`emit_values`), and for
+out-of-line levels a level ``copy`` row per raw tail (:func:`emit_levels`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ and the dictionary items decoded on the host in the layout the device's gather r
 * Many pages' dictionaries together (:func:`together`): the items of page ``k`` at byte
   ``item_start[k]`` of one blob; variable width: its offsets at int64 ``first_offset[k]``
   of one offsets array (:func:`variable.decode_blocks32`).
+
+Emission: :func:`emit_indices` adds the index work of a page's chunks through the index
+encoding's own emission (``unpack``, index ``copy``, ``rle`` rows); where the items and the
+index scratch are placed is the planner's (``lance_gpu.gpu.plan``).
 """
 
 from __future__ import annotations

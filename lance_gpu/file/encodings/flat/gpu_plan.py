@@ -5,7 +5,11 @@ bit each).  Flat{16} levels (per chunk) are ``count`` u16 levels, copied.
 
 FixedSizeList(Flat) values are Flat items, ``items`` of them per value
 (:mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`, which forms them with
-:func:`items_form`)."""
+:func:`items_form`).
+
+Emission (the registered ``flat`` family and Flat16 levels): :func:`emit_values` adds a
+``copy`` row per chunk (its bytes to the leaf's fixed-arena bytes) or, for 1-bit items, a
+``bits`` row (spread to a byte per item); :func:`emit_levels` a level ``copy`` row."""
 
 from __future__ import annotations
 

@@ -13,6 +13,10 @@ switch is off (strings stored uncompressed) are not packed.
 The compressed strings themselves are a Variable block: their chunk buffers are planned as
 Variable values (:func:`value_form`, :mod:`lance_gpu.file.encodings.variable.gpu_plan`),
 decoded to spans of the compressed bytes, which the FSST kernels then expand.
+
+Staging: :func:`stage_tables` packs and stages a leaf's tables as one item (once per column)
+and records where each page's table lies; :func:`add_segments` then names a page's slots
+as one FSST segment of its table.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ and run lengths lie and how many runs it has; the device expands them.
   run values (``V / 8`` bytes each) and the u8 run lengths, one per run.
 * Rle{Flat16, Flat8} levels, block form (one buffer per chunk): ``u64 values_bytes | u16
   values | u8 run lengths`` (``values_bytes / 2`` runs).
+
+Emission (the registered ``rle`` family, dictionary indices and levels): one ``rle`` row per
+chunk (``DeviceUnit.add_rle``, by value bits and destination): :func:`emit_chunks` (values,
+indices), :func:`emit_values`, :func:`emit_levels`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ device turns it into one ``(start, length)`` span per value.  Offsets encoded ot
 values compressed inside the chunk, are not decoded on the device.  A full-zip page of
 variable-width values carries its own length words (``bits_per_offset``), read by the
 full-zip walk.
+
+Emission (the registered ``var`` family, plain and FSST strings): :func:`emit_values` adds a
+``variable spans`` row per chunk, its values to consecutive slots.
 """
 
 from __future__ import annotations
