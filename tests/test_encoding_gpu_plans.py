@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests of the pure per-encoding device planning (``lance_gpu.file.encodings.<name>.gpu_plan``):
-the byte layouts and checks :mod:`lance_gpu.gpu.plan` registers into a unit's work lists.
+"""Unit tests of the per-encoding device planning (``lance_gpu.file.encodings.<name>.gpu_plan``):
+the byte layouts and checks, and the work rows each encoding's emission adds to a unit's
+work lists (through the registry, as :mod:`lance_gpu.gpu.plan` asks for them).
 End to end (planned reads against pylance) they are covered by tests/test_gpu_plan.py."""
 
 from __future__ import annotations
@@ -250,6 +251,135 @@ def test_registered_planning_functions_and_kernels_are_where_the_registry_says()
             assert callable(getattr(importlib.import_module(module_name), function)), name
 
 
+#: the value-form families the planner emits itself, not an encoding's planning: the item
+#: validity of fixed-size lists (buffer 0 spread by the bits family in ``gpu.plan``, its
+#: Flat items then emitted as "flat")
+_PLANNER_FAMILIES = {"fsl_valid"}
+
+
+def test_every_encoding_says_whether_the_device_decodes_it():
+    """Each registration has a device planning or says, in ``cpu_only``, why the device does
+    not decode it -- never both, never neither; one said CPU only plans, emits and launches
+    nothing."""
+    for kind, reg in encodings.ENCODINGS.items():
+        assert (reg.gpu_plan is None) == (reg.cpu_only is not None), kind
+        if reg.cpu_only is not None:
+            assert reg.cpu_only.strip(), kind
+            assert not (reg.plans or reg.families or reg.kernels), kind
+    cpu_only = {kind for kind, reg in encodings.ENCODINGS.items() if reg.cpu_only}
+    assert cpu_only == {"constant", "byte_stream_split", "general", "packed_struct"}
+
+
+def test_registered_emitters_resolve_to_their_homes():
+    """Each value family an encoding registers is emitted by its planning's ``emit_values``
+    (one registration per family); each level form it plans by its ``emit_levels``; every
+    ``emit_values`` of a planning module is registered; an unregistered family or level
+    encoding resolves to nothing."""
+    owners: dict[str, str] = {}
+    for kind, reg in encodings.ENCODINGS.items():
+        module = encodings.gpu_plan(kind)
+        for family in reg.families:
+            assert family not in owners, (family, owners.get(family), kind)
+            owners[family] = kind
+            assert module is not None
+            emit = encodings.device_value_emitter(family)
+            assert callable(emit) and emit is getattr(module, encodings.EMIT_FUNCTIONS["values"]), (kind, family)
+        if "levels" in reg.plans:
+            assert module is not None
+            emit = encodings.device_level_emitter(_levels(kind))
+            assert callable(emit) and emit is getattr(module, encodings.EMIT_FUNCTIONS["levels"]), kind
+        if module is not None and hasattr(module, encodings.EMIT_FUNCTIONS["values"]):
+            assert any(reg2.gpu_plan == reg.gpu_plan and reg2.families for reg2 in encodings.ENCODINGS.values()), kind
+    assert set(owners) == {"flat", "var", "inline_bitpacking", "rle"}
+    assert not set(owners) & _PLANNER_FAMILIES
+    with pytest.raises(KeyError, match="no encoding emits 'fsl_valid' values"):
+        encodings.device_value_emitter("fsl_valid")
+    with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
+        encodings.device_level_emitter(_variable(32))
+
+
+class _Work:
+    """A work list that records its rows (as ``UnitPlan``'s take them)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, **cols) -> None:
+        self.rows.append({k: np.asarray(v).tolist() for k, v in cols.items()})
+
+
+class _Unit:
+    """A unit (``base.DeviceUnit``) whose work lists record what an emitter adds."""
+
+    def __init__(self) -> None:
+        self.copy_fixed, self.copy_level, self.bits, self.var_chunks = _Work(), _Work(), _Work(), _Work()
+        self.copy_index = {bits: _Work() for bits in rle_plan.WORD_BITS}
+        self.unpack: dict[tuple[str, int], _Work] = {}
+        self.rle: list[tuple[int, str, dict]] = []
+
+    def unpack_list(self, dest: str, bits: int) -> _Work:
+        return self.unpack.setdefault((dest, bits), _Work())
+
+    def add_rle(self, bits: int, dest: str, **cols) -> None:
+        self.rle.append((bits, dest, {k: np.asarray(v).tolist() for k, v in cols.items()}))
+
+
+def _chunks(bufs: list, counts: list[int], **more) -> SimpleNamespace:
+    return SimpleNamespace(bufs=np.array(bufs, np.int64), counts=np.array(counts, np.int64), **more)
+
+
+def test_value_emitters_write_each_family_work_list():
+    """Two chunks through each registered value emitter (found by family): Flat bytes copied,
+    Flat bits spread, Variable spans, Rle runs, inline blocks unpacked; a short Flat chunk
+    and an Rle chunk with fewer values than runs are refused as corrupt."""
+    dst = np.array([100, 140], np.int64)
+    unit = _Unit()
+    encodings.device_value_emitter("flat")(unit, None, (1, 32), _chunks([[[8, 40]], [[48, 16]]], [10, 4]), dst, CTX)
+    assert unit.copy_fixed.rows == [{"src": [8, 48], "len": [40, 16], "dst": [100, 140]}]
+    encodings.device_value_emitter("flat")(unit, None, (3, 1), _chunks([[[8, 4]], [[16, 1]]], [10, 2]), dst, CTX)
+    assert unit.bits.rows == [{"src": [64, 128], "count": [30, 6], "dst": [100, 140]}]
+    with pytest.raises(CorruptFileError, match="flat chunk shorter"):
+        encodings.device_value_emitter("flat")(unit, None, (1, 32), _chunks([[[8, 39]], [[48, 16]]], [10, 4]), dst, CTX)
+    encodings.device_value_emitter("var")(unit, None, 4, _chunks([[[8, 90]], [[98, 7]]], [3, 1]), np.array([5, 8]), CTX)
+    assert unit.var_chunks.rows == [{"start": [8, 98], "size": [90, 7], "width": 4, "count": [3, 1], "dst": [5, 8]}]
+    rle = _levels("rle", 32)
+    encodings.device_value_emitter("rle")(unit, rle, 32, _chunks([[[8, 8], [16, 2]], [[24, 4], [28, 1]]], [9, 5]), dst, CTX)
+    assert unit.rle == [(32, "fixed", {"vals": [8, 24], "runs": [16, 28], "nruns": [2, 1], "count": [9, 5], "dst": [100, 140]})]
+    with pytest.raises(CorruptFileError, match="RLE values buffer shorter"):
+        encodings.device_value_emitter("rle")(unit, rle, 32, _chunks([[[8, 7], [16, 2]]], [9]), dst[:1], CTX)
+    blocks = bitpacking_plan.InlineBlocks(np.array([3, 9, 20]), np.array([5, 5, 7]), np.array([1024, 6, 30]),
+                                          np.array([0, 0, 1]), np.array([0, 1024, 0]))
+    ch = _chunks([[[8, 0]], [[80, 0]]], [1030, 30], blocks=blocks)
+    encodings.device_value_emitter("inline_bitpacking")(unit, None, 32, ch, dst, CTX)
+    assert unit.unpack[("fixed", 32)].rows == [{"words": [3, 9, 20], "width": [5, 5, 7], "dst": [25, 25 + 1024, 35],
+                                                "count": [1024, 6, 30]}]
+
+
+def test_level_emitters_write_each_level_form():
+    """Per-chunk levels through each registered level emitter (found by encoding): Flat16
+    copied, block-form Rle expanded after its u64 word, OutOfLineBitpacking blocks unpacked
+    and raw tails copied; a short Flat16 buffer is refused as corrupt."""
+    starts, sizes, nlevels, dst = np.array([8, 64]), np.array([20, 6]), np.array([10, 3]), np.array([0, 32])
+    unit = _Unit()
+    flat = _levels("flat")
+    encodings.device_level_emitter(flat)(unit, "flat", flat, starts, sizes, nlevels, dst, CTX)
+    assert unit.copy_level.rows == [{"src": [8, 64], "len": [20, 6], "dst": [0, 64]}]
+    with pytest.raises(CorruptFileError, match="level buffer shorter"):
+        encodings.device_level_emitter(flat)(unit, "flat", flat, starts, sizes - 1, nlevels, dst, CTX)
+    rle = _levels("rle")
+    encodings.device_level_emitter(rle)(unit, "rle", rle, starts, sizes, nlevels, dst, CTX, None, np.array([2, 1]))
+    assert unit.rle == [(16, "level", {"vals": [16, 72], "runs": [20, 74], "nruns": [2, 1], "count": [10, 3], "dst": [0, 64]})]
+    ool = _levels("out_of_line_bitpacking")
+    ool.out_of_line_bitpacking.values.flat.bits_per_value = 3
+    unit = _Unit()
+    # chunk 0: one whole 1024-level block of 3 bits (384 bytes) then 2 raw u16 levels; chunk 1: 5 raw levels
+    starts, sizes, nlevels = np.array([0, 392]), np.array([388, 10]), np.array([1026, 5])
+    encodings.device_level_emitter(ool)(unit, "out_of_line_bitpacking", ool, starts, sizes, nlevels, np.array([0, 2048]), CTX)
+    (unpacked,) = unit.unpack[("level", 16)].rows
+    assert unpacked["width"] == 3 and unpacked["dst"] == [0] and unpacked["count"] == [1024]
+    assert unit.copy_level.rows == [{"src": [2 * 192, 2 * 196], "len": [4, 10], "dst": [2 * 1024, 2 * 2048]}]
+
+
 def test_encoders_and_cpu_decoders_come_from_the_registry():
     """:data:`ENCODERS` is the registrations' encoders; the CPU dispatch decodes with the
     registered decoders (a Flat block of three u16 values through ``decode_block``)."""
@@ -452,7 +582,8 @@ def test_value_forms_of_pylance_pages_match_what_the_cpu_decoder_decodes(pylance
     fixed-size lists, plain and FSST strings, binary, byte-stream-split): where the device
     planning takes its values, the CPU decoder decodes the page to values of the width the
     form promises (fixed: ``8 * width`` bits, ``items * bits`` of Flat; booleans: one bit per
-    item; strings: variable width); where it does not, it says why."""
+    item; strings: variable width) and the form's family has a registered emitter; where it
+    does not, it says why."""
     from lance_gpu.file.v2_1 import miniblock
 
     forms, refused = set(), set()
@@ -476,4 +607,6 @@ def test_value_forms_of_pylance_pages_match_what_the_cpu_decoder_decodes(pylance
             else:
                 assert values.bits_per_value == arg == 8 * leaf.width
     assert {"var", "flat", "inline_bitpacking", "rle"} <= forms, forms
+    for family in forms - _PLANNER_FAMILIES:  # every form met has its encoding's emission
+        assert callable(encodings.device_value_emitter(family)), family
     assert any("values in mini-block pages" in r for r in refused), refused  # byte-stream-split / general

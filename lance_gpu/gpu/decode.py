@@ -498,6 +498,6 @@ def _into_room(out_len, n: int, into: BytesInto) -> tuple[DeviceArray, int, Devi
 
 def _fsst_segments(unit: UnitPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The FSST pages as ``[lo, hi)`` slot ranges, the arena byte of each one's symbol table
-    (staged with its leaf's others, :func:`plan._stage_fsst_tables`) and its symbol count."""
+    (staged with its leaf's others, :func:`lance_gpu.file.encodings.fsst.gpu_plan.stage_tables`) and its symbol count."""
     segs = np.array(sorted(unit.fsst), np.int64).reshape(-1, 4)
     return segs[:, :2], segs[:, 2], segs[:, 3]

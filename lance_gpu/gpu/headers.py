@@ -48,6 +48,7 @@ from cuda_kernels import _device
 from lance_gpu.errors import CorruptFileError
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.bitpacking.gpu_plan import InlineBlocks
+from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.gpu import _array, worktable
 from lance_gpu.gpu.pagetable import LayoutFacts
@@ -56,7 +57,6 @@ from lance_gpu.gpu.plan import (
     DeviceBlock,
     LeafPlan,
     UnitPlan,
-    _add_fsst,
     _Chunks,
     _dictionary_key,
     _emit_chunk_work,
@@ -462,10 +462,10 @@ def emit(unit: UnitPlan, table: ChunkTable) -> None:
             for m, first in zip(block.leaves, block.leaf_rows.tolist(), strict=False):
                 at = lo + first
                 for j in unit.fsst_rows.get(id(m), _NO_END).tolist():
-                    _add_fsst(unit, (id(m), j), _value_dst(m, int(table.vpos[at + j])), int(table.num_values[at + j]))
+                    fsst_plan.add_segments(unit, (id(m), j), _value_dst(m, int(table.vpos[at + j])), int(table.num_values[at + j]))
             continue
         for j in unit.fsst_rows.get(id(leaf), _NO_END).tolist():
-            _add_fsst(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))
+            fsst_plan.add_segments(unit, (id(leaf), j), _value_dst(leaf, int(table.vpos[lo + j])), int(table.num_values[lo + j]))
 
 
 def parse_and_emit(unit: UnitPlan, arena) -> None:

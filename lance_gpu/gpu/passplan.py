@@ -45,10 +45,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.v2_1 import miniblock
 from lance_gpu.file.validate import is_utf8_type
 from lance_gpu.gpu import pagetable, plan
-from lance_gpu.gpu.plan import DeviceBlock, LeafPlan, UnitPlan, _add_fsst, _stage_fsst_tables, place_leaf, table_level_fills
+from lance_gpu.gpu.plan import DeviceBlock, LeafPlan, UnitPlan, place_leaf, table_level_fills
 
 #: place the same column of a unit's fragments as one table (:func:`place_unit`); False:
 #: leaf by leaf (the tests compare both)
@@ -148,7 +149,7 @@ def _reserve(unit: UnitPlan, leaf: LeafPlan, g: _Pass, full_zip: bool, values_pl
         if leaf.has_def:
             leaf.def_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.kind == "var":
-        _stage_fsst_tables(unit, leaf)
+        fsst_plan.stage_tables(unit, leaf)
     g.leaves.append(leaf)
     if full_zip:
         g.data_pos.append(_stage_fullzip(unit, leaf, t, whole))
@@ -325,7 +326,7 @@ def _place_fullzip_pass(unit: UnitPlan, g: _Pass) -> None:
             if rows is not None:
                 key = id(leaf)
                 for j, slot, count in zip(rows.tolist(), dst[lo + rows].tolist(), t.num_values[rows].tolist(), strict=True):
-                    _add_fsst(unit, (key, j), slot, count)
+                    fsst_plan.add_segments(unit, (key, j), slot, count)
     _level_fills(unit, leaves, tables, pt, bounds, rep_at, def_at)
 
 

@@ -30,43 +30,70 @@ family                          pages that feed it
 ==============================  ========================================================
 
 What an encoding's pages need -- its protobuf parsed, the byte layout of its buffers, the
-checks that refuse a corrupt page -- is computed by the encoding's own planning module,
-``lance_gpu.file.encodings.<name>.gpu_plan`` (pure functions over protobufs and NumPy
-arrays, below this layer), registered with the rest of the encoding in one place
-(``lance_gpu.file.encodings.ENCODINGS``); this module registers what they give into a
-unit's work lists (units, staging and the layout walks are its own).  Which kernel family
-takes a page's values, levels or full-zip values is asked of the registry, which dispatches
-on the ``CompressiveEncoding`` oneof to the encoding's planning
-(:func:`encodings.device_value_form`: :func:`check_page`, :func:`_group_key`,
-:func:`_emit_chunk_work`; :func:`encodings.device_level_form`: :func:`_level_encoding`;
-:func:`encodings.device_full_zip_form`: :func:`check_page`), and refuses, saying why, what
-no encoding's planning takes (``DeviceUnsupported``, which is :class:`Unsupported`).  What a
-family then needs of one encoding (its blocks, runs, chunk bytes, dictionaries, FSST tables)
-is a direct call into that encoding's ``gpu_plan`` from the branch emitting that family:
+checks that refuse a corrupt page, and the work rows of its page kinds -- is the encoding's
+own planning module, ``lance_gpu.file.encodings.<name>.gpu_plan`` (functions over
+protobufs, NumPy arrays and the unit's work lists, below this layer: they see a unit as
+``encodings.base.DeviceUnit``), registered with the rest of the encoding in one place
+(``lance_gpu.file.encodings.ENCODINGS``).  This module keeps the units (arenas, work lists,
+allocation), the page tables, staging, the layout walks (mini-block chunks, full-zip rows,
+constant and all-null pages, mixed leaves, row selections) and the generic dispatch: where
+each chunk's values and levels go in its leaf, asked of the registry, which dispatches to
+the encoding's planning and refuses, saying why, what no encoding's planning takes
+(``DeviceUnsupported``, which is :class:`Unsupported`):
 
 ==============================  ========================================================
-module (``file.encodings.``)    planning it holds (caller here)
+registry (``file.encodings.``)  asked here by
 ==============================  ========================================================
-``flat.gpu_plan``               Flat value forms and widths (copy or spread to bytes),
-                                chunk and Flat16 level sizes (:func:`_emit_chunk_work`,
-                                :func:`_emit_levels`, :func:`_emit_indices`)
-``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value; one
-                                layer with item validity (``fsl_valid``: two chunk buffers,
-                                or full-zip rows of validity bytes then items:
+``device_value_form``           :func:`check_page`, :func:`_group_key`,
+                                :func:`_emit_chunk_work` (the kernel family and its
+                                argument of a page's values)
+``device_value_emitter``        :func:`_emit_chunk_work`: the family's ``emit_values``
+                                (``Registration.families``), given each chunk's
+                                destination (value slot or fixed-arena byte)
+``device_level_form`` /         :func:`_level_encoding`, :func:`_emit_levels`: a level
+``device_level_emitter``        encoding's kind and its ``emit_levels``
+``device_full_zip_form``        :func:`check_page`, the full-zip table (copied or walked)
+==============================  ========================================================
+
+and what one encoding gives besides its forms is a direct call into its ``gpu_plan``:
+
+==============================  ========================================================
+module (``file.encodings.``)    planning and emission it holds (caller here)
+==============================  ========================================================
+``flat.gpu_plan``               Flat value forms and widths; ``emit_values`` (copy, or
+                                spread to bytes), ``emit_levels`` (Flat16 copied)
+``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value (emitted
+                                as Flat); one layer with item validity (``fsl_valid``, two
+                                chunk buffers: its validity bits spread here, in
+                                :func:`_emit_chunk_work`, its items emitted as Flat; or
+                                full-zip rows of validity bytes then items:
                                 :func:`_fullzip_layout_facts`)
-``variable.gpu_plan``           Variable value forms: offset widths (Flat32 / Flat64)
-``fsst.gpu_plan``               FSST value forms (their Variable chunks); symbol tables
-                                packed in the arena layout (:func:`_stage_fsst_tables`)
-``bitpacking.gpu_plan``         inline value forms, inline blocks and words, out-of-line
-                                level blocks, bit-packed level kinds (``headers``,
-                                :func:`_emit_levels`, :func:`_level_key`)
-``rle.gpu_plan``                value forms and bits, run counts, level run positions
-                                (:func:`_emit_rle`, :func:`_emit_levels`)
-``dictionary.gpu_plan``         index encodings, bits and chunk buffers, dictionary items
-                                decoded alone or together (:func:`check_page`,
+``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
+                                (variable spans)
+``fsst.gpu_plan``               FSST value forms (their Variable chunks, emitted as
+                                ``var``); ``stage_tables`` (symbol tables packed in the
+                                arena layout, :func:`place_leaf`, ``passplan``),
+                                ``add_segments`` (FSST segments of a page's slots)
+``bitpacking.gpu_plan``         inline value forms, blocks and words (``headers``);
+                                ``emit_values``, ``emit_inline`` (unpack rows),
+                                ``emit_levels`` (inline blocks; out-of-line blocks and raw
+                                tails); level widths (:func:`_level_key`)
+``rle.gpu_plan``                value forms and bits; ``emit_values``, ``emit_chunks``
+                                (values, indices), ``emit_levels`` (block-form runs), through
+                                :meth:`UnitPlan.add_rle`
+``dictionary.gpu_plan``         index encodings (``index_form``), bits and chunk buffers;
+                                ``emit_indices`` (:func:`_emit_chunk_work`); dictionary
+                                items decoded alone or together (:func:`check_page`,
                                 :func:`_stage_one_dictionary`,
-                                :func:`_dictionaries_together`, :func:`_dictionary_key`)
+                                :func:`_dictionaries_together`, :func:`_dictionary_key`),
+                                placed here (index scratch, item staging)
 ==============================  ========================================================
+
+``constant``, ``byte_stream_split``, ``general`` and ``packed_struct`` have no device
+planning (``Registration.cpu_only`` says why): a page whose values use them is read by the
+CPU reader.  ConstantLayout pages (a layout, not the ``constant`` encoding) are planned
+here: their values and levels decoded on the host (``file.v2_1.constant``) and filled or
+copied at the leaf's positions (:func:`_emit_constant_page`).
 
 Every leaf is planned as a *table of its pages* (:class:`pagetable.LeafPages`,
 :attr:`LeafPlan.table`; :func:`_table_column`): no Python object per page.  Page layouts
@@ -145,7 +172,6 @@ from lance_gpu.file.encodings.base import DecodeContext, DeviceUnsupported
 from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fsl_plan
-from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
@@ -211,15 +237,6 @@ def _level_encoding(enc) -> str:
     OutOfLineBitpacking{16, Flat} or InlineBitpacking{16} or Rle{Flat16, Flat8} (the block
     forms of each), as its encoding's planning says (:func:`encodings.device_level_form`)."""
     return encodings.device_level_form(enc)
-
-
-def _index_key(enc) -> tuple[int, str]:
-    """``(bits per index, kind)`` of a dictionary-index value encoding the GPU decodes
-    (:func:`dictionary_plan.index_key`); raises :class:`Unsupported` for another."""
-    key = dictionary_plan.index_key(enc)
-    if key is None:
-        raise Unsupported(f"{enc.WhichOneof('compression')} dictionary indices")
-    return key
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,7 +425,7 @@ class UnitPlan:
         self.fsst: list[tuple[int, int, int, int]] = []
         #: the staged symbol tables of the FSST pages whose strings are compressed, by ``id``
         #: of the page (``(id(leaf), row)`` of a leaf planned as a table): (arena byte of its
-        #: table, n_symbols) (:func:`_stage_fsst_tables`)
+        #: table, n_symbols) (``fsst.gpu_plan.stage_tables``)
         self.fsst_tables: dict[object, tuple[int, int]] = {}
         #: the rows of those pages, per ``id`` of a leaf planned as a table
         self.fsst_rows: dict[int, np.ndarray] = {}
@@ -470,6 +487,13 @@ class UnitPlan:
             self.unpack[key] = _Lists("words", "width", "dst", "count")
         return self.unpack[key]
 
+    def add_rle(self, bits: int, dest: str, **cols) -> None:
+        """RLE work rows of ``bits``-bit run values (``vals``, ``runs``: arena bytes of the
+        run values and u8 run lengths; ``nruns``, ``count``: runs and values per chunk;
+        ``dst``: byte of ``dest``, one of :data:`_DESTS`, the chunk expands to)."""
+        lst = self.rle.setdefault(bits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
+        lst.add(dest=_DESTS.index(dest), **cols)
+
     def count_direct(self, kind: str, n: int = 1) -> None:
         """``n`` pages of layout ``kind`` staged straight from the store (their data deferred)."""
         if n:
@@ -507,7 +531,7 @@ def check_page(layout, leaf: LeafPlan) -> None:
         if mb.HasField("dictionary"):
             if nbuf != dictionary_plan.index_buffers(enc):
                 raise Unsupported(f"mini-block page with {nbuf} buffers")
-            _index_key(enc)
+            dictionary_plan.index_form(enc)
             return
         encodings.device_value_form(enc, leaf, nbuf)
         return
@@ -1209,7 +1233,7 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         if rows is not None:
             key = id(leaf)
             for j, slot, count in zip(rows.tolist(), (leaf.slot_lo + vpos[rows]).tolist(), m.num_values[rows].tolist(), strict=True):
-                _add_fsst(unit, (key, j), slot, count)
+                fsst_plan.add_segments(unit, (key, j), slot, count)
     if pending:
         def work(rep_dst: np.ndarray, def_dst: np.ndarray) -> None:
             if later is not None:
@@ -1286,7 +1310,7 @@ def place_leaf(unit: UnitPlan, leaf: LeafPlan, values_placed: bool = False) -> N
         leaf.rep_pos = unit.alloc_levels(leaf.num_levels)
     if leaf.has_def and not pending:
         leaf.def_pos = unit.alloc_levels(leaf.num_levels)
-    _stage_fsst_tables(unit, leaf)
+    fsst_plan.stage_tables(unit, leaf)
     if leaf.mixed is not None:
         assert leaf.table is not None
         _place_mixed_table(unit, leaf, leaf.table)
@@ -1425,7 +1449,7 @@ def _some_dictionaries(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, r
     bufs = _read_rows(leaf, t.offsets[rows, 2].tolist(), t.sizes[rows, 2].tolist())
     nv, vp = t.num_values[rows].tolist(), vpos[rows].tolist()
     index = np.full(len(t), -1, np.int64)
-    bits = _index_key(bodies[0].value_compression)[0]
+    bits = dictionary_plan.index_form(bodies[0].value_compression)[0]
     together = _dictionaries_together(unit, leaf, bodies, bufs, nv, vp)
     if together is not None:
         index[rows] = [ipos for _bits, ipos in together]
@@ -1604,7 +1628,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         if rows is not None:
             key = id(leaf)
             for j, slot, count in zip(rows.tolist(), dst[rows].tolist(), t.num_values[rows].tolist(), strict=True):
-                _add_fsst(unit, (key, j), slot, count)
+                fsst_plan.add_segments(unit, (key, j), slot, count)
 
 
 @dataclass(slots=True, frozen=True)
@@ -2047,31 +2071,7 @@ def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.nd
     nlevels = ch.levels
     starts = np.ascontiguousarray(spans[:, 0])
     sizes = np.ascontiguousarray(spans[:, 1])
-    if kind == "flat":
-        unit.copy_level.add(src=starts, len=flat_plan.level_bytes(sizes, nlevels, ctx), dst=2 * dst)
-        return
-    if kind == "inline_bitpacking":
-        _emit_inline(unit, "level", 16, ch, starts, nlevels, dst, ctx, blocks)
-        return
-    if kind == "rle":
-        assert runs is not None  # found by the device pre-pass
-        vals, lens = rle_plan.level_runs(starts, runs)
-        lst = unit.rle.setdefault(16, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-        lst.add(vals=vals, runs=lens, nruns=runs, count=nlevels, dest=_DESTS.index("level"), dst=2 * dst)
-        return
-    ool = bitpacking_plan.level_blocks(enc, starts, sizes, nlevels, ctx)
-    if ool.words.size:
-        chunk = ool.chunk
-        unit.unpack_list("level", 16).add(
-            words=ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
-            count=ool.counts,
-        )
-    tails = np.flatnonzero(ool.tail_len)
-    if tails.size:
-        unit.copy_level.add(
-            src=2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
-            dst=2 * (dst[tails] + ool.packed[tails]),
-        )
+    encodings.device_level_emitter(enc)(unit, kind, enc, starts, sizes, nlevels, dst, ctx, blocks, runs)
 
 
 def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: int, dictionary, ctx) -> None:
@@ -2089,100 +2089,26 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
     sizes = ch.bufs[:, 0, 1]
     if dictionary is not None:
-        _emit_indices(unit, enc, dictionary, ch, starts, ctx)
+        dictionary_plan.emit_indices(unit, enc, dictionary, ch, starts, ctx)
         return
     family, arg = encodings.device_value_form(enc, leaf, int(mb.num_buffers))
-    if family == "var":
-        slot = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
-        unit.var_chunks.add(start=starts, size=sizes, width=arg, count=counts, dst=slot)
-        return
-    dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
-    if family == "inline_bitpacking":
-        _emit_inline(unit, "fixed", arg, ch, starts, counts, dst // (arg // 8), ctx, ch.blocks)
-        return
-    if family == "rle":
-        _emit_rle(unit, "fixed", enc, ch, dst, ctx)
-        return
-    dim, bits = arg
+    if family == "var":  # a slot per value
+        dst = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
+    else:  # bytes of the fixed arena
+        dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
     if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
+        dim = arg[0]
         nitems = counts * dim
         if np.any(sizes < (nitems + 7) // 8):
             raise ctx.corrupt("fixed-size-list validity chunk shorter than its items")
         item_base = leaf.item_pos if ch.item_base is None else ch.item_base
         unit.bits.add(src=8 * starts, count=nitems, dst=item_base + ch.value * dim)
-        starts = np.ascontiguousarray(ch.bufs[:, 1, 0])
-        sizes = ch.bufs[:, 1, 1]
-    nbytes = flat_plan.chunk_bytes(sizes, counts, dim, bits, ctx)
-    if bits == 1:
-        unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
-        return
-    unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
-
-
-def _emit_inline(unit: UnitPlan, dest: str, bits: int, ch: _Chunks, starts, counts, dst_item, ctx,
-                 blocks: bitpacking_plan.InlineBlocks | None) -> None:
-    """InlineBitpacking chunks (buffers at arena bytes ``starts``): chunk ``i``'s values go
-    to item ``dst_item[i]`` (items of ``bits``) of the destination; ``blocks``: theirs as the
-    device pre-pass found them."""
-    assert blocks is not None
-    chunk = blocks.chunk
-    unit.unpack_list(dest, bits).add(
-        words=blocks.word_off, width=blocks.widths,
-        dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
-    )
-
-
-def _emit_rle(unit: UnitPlan, dest: str, enc, ch: _Chunks, dst_byte: np.ndarray, ctx) -> None:
-    """Rle{Flat, Flat8} chunks of ``ch``: chunk ``i`` expands to byte ``dst_byte[i]`` of ``dest``."""
-    vbits = rle_plan.value_bits(enc)
-    if vbits is None:
-        raise Unsupported("this Rle layout")
-    nruns = rle_plan.chunk_runs(ch.bufs, vbits // 8, ctx)
-    lst = unit.rle.setdefault(vbits, _Lists("vals", "runs", "nruns", "count", "dest", "dst"))
-    lst.add(
-        vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts,
-        dest=_DESTS.index(dest), dst=dst_byte,
-    )
+        ch = replace(ch, bufs=ch.bufs[:, 1:])
+        family = "flat"
+    encodings.device_value_emitter(family)(unit, enc, arg, ch, dst, ctx)
 
 
 _DESTS = ("fixed", "index8", "index16", "index32", "index64", "level")
-
-
-def _add_fsst(unit: UnitPlan, key: object, slot: int, n: int) -> None:
-    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (``(id(leaf),
-    row)``: a row of its table), where
-    its leaf's tables were staged (:func:`_stage_fsst_tables`) and its strings are compressed."""
-    table = unit.fsst_tables.get(key)
-    if table is not None and n:
-        unit.fsst.append((slot, slot + n, table[0], table[1]))
-
-
-def _stage_fsst_tables(unit: UnitPlan, leaf: LeafPlan) -> None:
-    """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
-    together (:func:`fsst_plan.page_tables`, which refuses a bad one as the CPU reader
-    does), those whose strings are compressed staged as **one** item (table ``j`` at byte
-    ``TABLE_BYTES * j``: the arena layout of :mod:`lance_gpu.file.encodings.fsst.gpu_plan`)
-    and recorded in
-    :attr:`UnitPlan.fsst_tables` for :func:`_add_fsst` (the kernels index them by page:
-    each FSST segment names its table's arena byte).  A leaf planned as a table is looked
-    at per distinct layout; its pages' rows with a table are :attr:`UnitPlan.fsst_rows`."""
-    if leaf.kind != "var":
-        return
-    t = leaf.table
-    if t is None:
-        return
-    got = t.memo.get("fsst")
-    if got is None:  # per column, once: its tables parsed and packed
-        encs = [fsst_plan.layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
-        got = t.memo["fsst"] = fsst_plan.page_tables(encs, t.layout, t.num_values, leaf.ctx())
-    if got is None:
-        return
-    rows, nsym, packed = got
-    at = unit.stage.add_bytes(packed)
-    key = id(leaf)
-    for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
-        unit.fsst_tables[(key, j)] = (at + fsst_plan.TABLE_BYTES * k, ns)
-    unit.fsst_rows[key] = rows
 
 
 def _fill_nulls(unit: UnitPlan, leaf: LeafPlan, vpos: int, n: int) -> None:
@@ -2202,7 +2128,7 @@ def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n
     added to the unit's, or, given ``rows``, appended to ``rows[index bits]`` (the caller adds
     them, many at once)."""
     items, offsets, nitems = dictionary_plan.one(mb, buf, leaf.kind, leaf.width, leaf.arrow_type, ctx)
-    bits = _index_key(mb.value_compression)[0]
+    bits = dictionary_plan.index_form(mb.value_compression)[0]
     ipos = unit.alloc_index(bits, n)
     items_pos = unit.stage.add_bytes(items)
     if offsets is not None:
@@ -2243,29 +2169,13 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
     nitems = got.nitems
     out = []
     for k, mb in enumerate(layouts):
-        bits = _index_key(mb.value_compression)[0]
+        bits = dictionary_plan.index_form(mb.value_compression)[0]
         ipos = unit.alloc_index(bits, nvalues[k])
         lst = unit.dictionary_rows(bits)
         lst.add(start=ipos, count=nvalues[k], items=int(items_at[k]), nitems=int(nitems[k]), width=width,
                 offsets=int(offsets_at[k]), dst=_value_dst(leaf, vpos[k]))
         out.append((bits, ipos))
     return out
-
-
-def _emit_indices(unit: UnitPlan, enc, dictionary: tuple[int, int], ch: _Chunks, starts: np.ndarray, ctx) -> None:
-    """The dictionary indices of one page's chunks ``ch``, to the index scratch from ``dictionary``."""
-    bits, ipos = dictionary
-    kind = _index_key(enc)[1]
-    word = bits // 8
-    # index items of the page's chunks
-    first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
-    if kind == "inline_bitpacking":
-        _emit_inline(unit, f"index{bits}", bits, ch, starts, ch.counts, first, ctx, ch.blocks)
-    elif kind == "flat":
-        nbytes = flat_plan.chunk_bytes(ch.bufs[:, 0, 1], ch.counts, 1, bits, ctx)
-        unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
-    else:
-        _emit_rle(unit, f"index{bits}", enc, ch, first * word, ctx)
 
 
 # -- emission groups of mini-block pages -----------------------------------------------------
@@ -2284,7 +2194,7 @@ def _dictionary_key(mb) -> tuple:
     index bits, the index encoding, the level encodings and the buffer count."""
     dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
     rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    return (*_index_key(mb.value_compression), dfn, rep, int(mb.num_buffers))
+    return (*dictionary_plan.index_form(mb.value_compression), dfn, rep, int(mb.num_buffers))
 
 
 def _level_key(enc) -> tuple:

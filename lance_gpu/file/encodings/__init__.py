@@ -4,8 +4,9 @@
 One home per encoding: a module, or a package holding the encoding's CPU decoder and CPU
 encoder (``__init__``), its device encoder (``device.py``, numba-cuda kernels), its compiled
 CPU loops (``_native.py`` / ``_encoder.py``), the host side of its device decoding
-(``gpu_plan.py``: which of its forms the device decodes, and where its blocks / runs /
-offsets lie in the staged chunk bytes, pure functions over protobufs and NumPy arrays, for
+(``gpu_plan.py``: which of its forms the device decodes, where its blocks / runs /
+offsets lie in the staged chunk bytes, and the work rows of its page kinds, functions over
+protobufs, NumPy arrays and a read unit's work lists (``base.DeviceUnit``), for
 :mod:`lance_gpu.gpu.plan`) and the device decoding kernels that know its bytes
 (``decode_kernels.py``, numba-cuda, launched by :mod:`lance_gpu.gpu.decode`).  This module registers them in **one** place, :data:`ENCODINGS`:
 per ``CompressiveEncoding`` oneof field, its home, its CPU decoders, its device planning,
@@ -18,8 +19,12 @@ the device kernels that decode it and its encoders.  From it:
 * the GPU planner asks :func:`device_value_form`, :func:`device_level_form` and
   :func:`device_full_zip_form` how the device decodes a page's values, levels and full-zip
   values (the dispatch on the oneof: anything not registered is read on the CPU,
-  :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why); what one form needs
-  besides (an encoding's block or run positions) it calls in that encoding's ``gpu_plan``;
+  :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why), and
+  :func:`device_value_emitter` (by kernel family, :attr:`Registration.families`) and
+  :func:`device_level_emitter` (by encoding) what emits their work (the home's
+  ``emit_values`` / ``emit_levels``, :data:`EMIT_FUNCTIONS`); what else an encoding gives
+  (dictionary indices, FSST tables, block or run positions) it calls in that encoding's
+  ``gpu_plan``;
 * the device page writer (``lance_gpu.write.device_pages``) takes its device encoders from
   :data:`ENCODERS` by name (tests swap them there); the CPU page writer
   (``lance_gpu.file.writer.pages``) calls each encoding's encoder directly, beside the same
@@ -27,29 +32,40 @@ the device kernels that decode it and its encoders.  From it:
   are not encoders and have no place in a registry.
 
 =========================  ===========================================================
-field                      home; device planning; device decoding kernels
+field                      home; device planning (families it emits); device kernels
 =========================  ===========================================================
-``flat``                   :mod:`.flat`; ``flat.gpu_plan``; batched copy, bits to bytes
+``flat``                   :mod:`.flat`; ``flat.gpu_plan`` (``flat``, Flat16 levels);
+                           batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
-                           items, one layer of item validity); batched copy, bits to
-                           bytes (booleans, item validity), full-zip walk (item
+                           items, emitted as ``flat``; one layer of item validity,
+                           ``fsl_valid``, whose bits the planner spreads); batched copy,
+                           bits to bytes (booleans, item validity), full-zip walk (item
                            validity split from each row)
-``variable``               :mod:`.variable`; ``variable.gpu_plan``; variable spans,
-                           full-zip walk
-``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan``; variable spans, FSST
-                           lengths / decode
-``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``; scatter unpack
+``variable``               :mod:`.variable`; ``variable.gpu_plan`` (``var``); variable
+                           spans, full-zip walk
+``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan`` (as ``var``; symbol tables,
+                           FSST segments); variable spans, FSST lengths / decode
+``inline_bitpacking``      :mod:`.bitpacking`; ``bitpacking.gpu_plan``
+                           (``inline_bitpacking``, levels); scatter unpack
 ``out_of_line_bitpacking`` :mod:`.bitpacking`; ``bitpacking.gpu_plan`` (levels);
                            scatter unpack, batched copy (tails)
-``rle``                    :mod:`.rle`; ``rle.gpu_plan``; RLE chunks
+``rle``                    :mod:`.rle`; ``rle.gpu_plan`` (``rle``, levels); RLE chunks
 ``dictionary``             :mod:`.dictionary`; ``dictionary.gpu_plan`` (page
-                           dictionaries, a layout feature); dictionary spans
+                           dictionaries, a layout feature: indices, items); dictionary
+                           spans
+``constant``               :mod:`.constant`; CPU only (``cpu_only``: a block form; pylance's
+                           constant pages are ConstantLayout, filled on the device)
+``byte_stream_split``      :mod:`.byte_stream_split`; CPU only (no un-split kernel)
+``general``                :mod:`.general`; CPU only (zstd / LZ4: no device
+                           decompressor; compressed page dictionaries are decompressed
+                           on the host while planning)
+``packed_struct``          :mod:`.packed_struct`; CPU only (no kernel for packed rows)
 =========================  ===========================================================
 
-``constant``, ``general``, ``byte_stream_split`` and ``packed_struct`` (:mod:`.constant`,
-:mod:`.general`, :mod:`.byte_stream_split`, :mod:`.packed_struct`) are decoded on the CPU
-only: a page using them is read by the CPU reader; ``variable_packed_struct`` has no decoder
-(it raises as unsupported).  The planning modules are named, not imported, here
+A page whose values use a CPU-only encoding is read by the CPU reader (each registration
+says why in :attr:`Registration.cpu_only`); where the planner decodes blocks on the host
+(page dictionaries, constant-page levels) it uses every registered CPU decoder;
+``variable_packed_struct`` has no decoder (it raises as unsupported).  The planning modules are named, not imported, here
 (:attr:`Registration.gpu_plan`, imported by :func:`gpu_plan` on the GPU planner's first
 use, so a CPU read loads none), and so are the device kernels, as ``"module:function"``
 (:attr:`Registration.kernels`): the ones that know an encoding's bytes in its package's
@@ -109,8 +125,14 @@ class Registration:
       the planner's dispatch asks it for this field -- ``"values"`` (``value_form``,
       :func:`device_value_form`), ``"levels"`` (``level_form``, :func:`device_level_form`),
       ``"full_zip"`` (``full_zip_form``, :func:`device_full_zip_form`);
+    * ``families``: the kernel families of value forms (the first item of a form,
+      :func:`device_value_form`) whose work its ``gpu_plan`` emits (``emit_values``,
+      :func:`device_value_emitter`; one registration per family); its ``"levels"`` plan
+      comes with ``emit_levels`` (:func:`device_level_emitter`);
     * ``kernels``: the device kernels that decode it, ``"module:function"``;
-    * ``encoders``: its encoders by the name the writers ask for (:data:`ENCODERS`).
+    * ``encoders``: its encoders by the name the writers ask for (:data:`ENCODERS`);
+    * ``cpu_only``: why the device does not decode it (None: it does, ``gpu_plan`` says
+      which of its forms); every registration has a ``gpu_plan`` or this reason.
     """
 
     home: ModuleType
@@ -120,12 +142,17 @@ class Registration:
     fixed_bits: Callable[[Any, DecodeContext], int] | None = None
     gpu_plan: str | None = None
     plans: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
     encoders: dict[str, Encoder] = field(default_factory=dict)
+    cpu_only: str | None = None
 
 
 #: the function of a planning module that gives each form (:attr:`Registration.plans`)
 FORM_FUNCTIONS = {"values": "value_form", "levels": "level_form", "full_zip": "full_zip_form"}
+#: the function of a planning module that emits the work of each form it plans: its value
+#: families' (:attr:`Registration.families`) and its levels' (:attr:`Registration.plans`)
+EMIT_FUNCTIONS = {"values": "emit_values", "levels": "emit_levels"}
 _COPY = ("cuda_kernels.segments:copy_ranges_gpu",)
 _UNPACK = ("cuda_kernels.bitunpack:unpack_blocks_scatter_gpu",)
 _VARIABLE_SPANS = "lance_gpu.file.encodings.variable.decode_kernels:variable_spans"
@@ -135,7 +162,7 @@ ENCODINGS: dict[str, Registration] = {
     "flat": Registration(
         flat, flat.decode_miniblock, flat.decode_block, selecting=True,
         fixed_bits=lambda enc, ctx: int(enc.bits_per_value),
-        gpu_plan="flat.gpu_plan", plans=("values", "levels", "full_zip"),
+        gpu_plan="flat.gpu_plan", plans=("values", "levels", "full_zip"), families=("flat",),
         kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
         # Flat chunks are slices of the values' bytes, host or device alike
         encoders={"flat": Encoder(flat.encode_miniblock, flat.encode_miniblock)},
@@ -148,7 +175,7 @@ ENCODINGS: dict[str, Registration] = {
     ),
     "variable": Registration(
         variable, variable.decode_miniblock, variable.decode_block, selecting=True,
-        gpu_plan="variable.gpu_plan", plans=("values", "full_zip"),
+        gpu_plan="variable.gpu_plan", plans=("values", "full_zip"), families=("var",),
         kernels=(_VARIABLE_SPANS, "lance_gpu.file.v2_1.fullzip_kernels:fullzip_walk"),
         encoders={"variable": Encoder(variable.variable_chunks, variable_device.variable_chunks)},
     ),
@@ -161,7 +188,7 @@ ENCODINGS: dict[str, Registration] = {
     ),
     "inline_bitpacking": Registration(
         bitpacking, bitpacking.decode_miniblock, bitpacking.decode_inline_block, selecting=True,
-        gpu_plan="bitpacking.gpu_plan", plans=("values", "levels"),
+        gpu_plan="bitpacking.gpu_plan", plans=("values", "levels"), families=("inline_bitpacking",),
         kernels=_UNPACK,
         encoders={"inline_bitpacking": Encoder(bitpacking.encode_miniblock, bitpacking_device.encode_miniblock)},
     ),
@@ -173,7 +200,7 @@ ENCODINGS: dict[str, Registration] = {
     ),
     "rle": Registration(
         rle, rle.decode_miniblock, rle.decode_block,
-        gpu_plan="rle.gpu_plan", plans=("values", "levels"),
+        gpu_plan="rle.gpu_plan", plans=("values", "levels"), families=("rle",),
         kernels=("lance_gpu.file.encodings.rle.decode_kernels:rle_chunks",),
         encoders={"rle": Encoder(rle.encode_miniblock, rle_device.encode_miniblock)},
     ),
@@ -188,10 +215,27 @@ ENCODINGS: dict[str, Registration] = {
             "dictionary_strings": Encoder(None, dictionary_device.string_dictionary_of_sample),
         },
     ),
-    "constant": Registration(constant, constant.decode_miniblock, constant.decode_block),
-    "byte_stream_split": Registration(byte_stream_split, byte_stream_split.decode_miniblock, byte_stream_split.decode_block),
-    "general": Registration(general, general.decode_miniblock, general.decode_block),
-    "packed_struct": Registration(packed_struct, packed_struct.decode_miniblock),
+    # decoded on the host only: where the GPU planner meets them in what it decodes on the host
+    # (page dictionaries, constant-page levels) it uses these CPU decoders; a page whose
+    # values use them is read by the CPU reader (DeviceUnsupported says which)
+    "constant": Registration(
+        constant, constant.decode_miniblock, constant.decode_block,
+        cpu_only="one repeated value, a block form (pylance writes constant pages as ConstantLayout, "
+                 "which the device fills); no device emission for it as a chunk's values",
+    ),
+    "byte_stream_split": Registration(
+        byte_stream_split, byte_stream_split.decode_miniblock, byte_stream_split.decode_block,
+        cpu_only="no device kernel un-splits its byte streams",
+    ),
+    "general": Registration(
+        general, general.decode_miniblock, general.decode_block,
+        cpu_only="zstd / LZ4 compressed buffers: no device decompressor (compressed page "
+                 "dictionaries are decompressed on the host while planning)",
+    ),
+    "packed_struct": Registration(
+        packed_struct, packed_struct.decode_miniblock,
+        cpu_only="no device kernel unpacks its rows of struct fields",
+    ),
 }
 
 #: Encoders by the name the writers ask for (levels: ``out_of_line_bitpacking``; the
@@ -214,16 +258,22 @@ def gpu_plan(kind: str) -> ModuleType | None:
 _forms: dict[tuple[str, str], Callable[..., Any] | None] = {}
 
 
-def _form(enc: Any, what: str) -> tuple[str, Callable[..., Any] | None]:
-    """The oneof field of ``enc`` and the function of its planning that gives form ``what``
-    (None where its registration does not plan it), looked up once."""
-    name = enc.WhichOneof("compression")
-    key = (name, what)
+def _planned(name: str, what: str, function: str) -> Callable[..., Any] | None:
+    """``function`` of the planning of the encoding ``name`` where its registration plans
+    ``what`` (None where it does not), looked up once."""
+    key = (name, function)
     if key not in _forms:
         reg = ENCODINGS.get(name)
         module = gpu_plan(name) if reg is not None and what in reg.plans else None
-        _forms[key] = None if module is None else getattr(module, FORM_FUNCTIONS[what])
-    return name, _forms[key]
+        _forms[key] = None if module is None else getattr(module, function)
+    return _forms[key]
+
+
+def _form(enc: Any, what: str) -> tuple[str, Callable[..., Any] | None]:
+    """The oneof field of ``enc`` and the function of its planning that gives form ``what``
+    (None where its registration does not plan it)."""
+    name = enc.WhichOneof("compression")
+    return name, _planned(name, what, FORM_FUNCTIONS[what])
 
 
 def device_value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
@@ -253,6 +303,36 @@ def device_level_form(enc: Any) -> str:
     return form
 
 
+def device_level_emitter(enc: Any) -> Callable[..., None]:
+    """The function emitting the work of per-chunk levels encoded ``enc`` (whose
+    :func:`device_level_form` is ``form``): ``emit_levels(unit, form, enc, starts, sizes,
+    nlevels, dst, ctx, blocks, runs)`` of its encoding's planning; raises
+    :class:`DeviceUnsupported` where no registration plans them."""
+    name = enc.WhichOneof("compression")
+    fn = _planned(name, "levels", EMIT_FUNCTIONS["levels"])
+    if fn is None:
+        raise DeviceUnsupported(f"{name} repetition/definition levels")
+    return fn
+
+
+_value_emitters: dict[str, Callable[..., None]] = {}
+
+
+def device_value_emitter(family: str) -> Callable[..., None]:
+    """The function emitting the work of mini-block values of kernel family ``family`` (the
+    first item of their :func:`device_value_form`): ``emit_values(unit, enc, arg, chunks,
+    dst, ctx)`` of the planning of the encoding registered as emitting it
+    (:attr:`Registration.families`), looked up once; raises KeyError where none is."""
+    fn = _value_emitters.get(family)
+    if fn is None:
+        kind = next((k for k, reg in ENCODINGS.items() if family in reg.families), None)
+        module = None if kind is None else gpu_plan(kind)
+        if module is None:
+            raise KeyError(f"no encoding emits {family!r} values")
+        fn = _value_emitters[family] = getattr(module, EMIT_FUNCTIONS["values"])
+    return fn
+
+
 def device_full_zip_form(enc: Any) -> tuple | None:
     """How the device decodes full-zip values encoded ``enc``: ``("flat", (items, bits))``
     (fixed width, copied), ``("fsl_valid", (items, bits))`` (fixed-size lists with item
@@ -264,6 +344,7 @@ def device_full_zip_form(enc: Any) -> tuple | None:
 
 
 __all__ = [
-    "ENCODERS", "ENCODINGS", "FORM_FUNCTIONS", "ChunkBuffers", "DecodeContext", "DeviceUnsupported", "Encoder", "Registration", "decode_block",
-    "decode_miniblock", "device_full_zip_form", "device_level_form", "device_value_form", "fixed_bits", "gpu_plan",
+    "EMIT_FUNCTIONS", "ENCODERS", "ENCODINGS", "FORM_FUNCTIONS", "ChunkBuffers", "DecodeContext", "DeviceUnsupported", "Encoder", "Registration",
+    "decode_block", "decode_miniblock", "device_full_zip_form", "device_level_emitter", "device_level_form", "device_value_emitter",
+    "device_value_form", "fixed_bits", "gpu_plan",
 ]

@@ -13,6 +13,7 @@ Decoders come in the shapes Lance uses them in:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -97,6 +98,50 @@ class DeviceLeaf(Protocol):
     def width(self) -> int: ...
     @property
     def arrow_type(self) -> Any: ...
+
+
+class WorkList(Protocol):
+    """One kernel family's work list in a read unit: append-only int64 columns, each
+    :meth:`add` appending rows (every column an array of ``n`` values or one value for all)."""
+
+    def add(self, **cols: Any) -> None: ...
+
+
+class DeviceStage(Protocol):
+    """A unit's staging area: :meth:`add_bytes` stages host bytes and returns their arena byte."""
+
+    def add_bytes(self, data: np.ndarray) -> int: ...
+
+
+class DeviceUnit(Protocol):
+    """What an encoding's page-kind emission (its ``gpu_plan``'s ``emit_*`` / ``stage_*``)
+    writes into a read unit (``lance_gpu.gpu.plan.UnitPlan``): the work lists of the kernel
+    families, by destination (``"fixed"``: the fixed-width arena; ``"level"``: the u16 level
+    arena; ``"index<bits>"``: dictionary index scratch) and word bits where a family is split
+    so; positions are arena bytes (sources) and destination bytes / items / slots as each
+    list's docstring in ``UnitPlan`` says."""
+
+    @property
+    def stage(self) -> DeviceStage: ...
+    @property
+    def copy_fixed(self) -> WorkList: ...
+    @property
+    def copy_level(self) -> WorkList: ...
+    @property
+    def copy_index(self) -> Mapping[int, WorkList]: ...
+    @property
+    def bits(self) -> WorkList: ...
+    @property
+    def var_chunks(self) -> WorkList: ...
+    @property
+    def fsst(self) -> list[tuple[int, int, int, int]]: ...
+    @property
+    def fsst_tables(self) -> dict[object, tuple[int, int]]: ...
+    @property
+    def fsst_rows(self) -> dict[int, np.ndarray]: ...
+
+    def unpack_list(self, dest: str, bits: int) -> WorkList: ...
+    def add_rle(self, bits: int, dest: str, **cols: Any) -> None: ...
 
 
 def refuse_values(name: str, leaf: DeviceLeaf) -> DeviceUnsupported:

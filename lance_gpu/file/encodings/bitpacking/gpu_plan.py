@@ -9,6 +9,10 @@ found here one unpack work item (the device unpacks); this module knows the byte
   word)`` packed words; the last block's padding values are not decoded.
 * OutOfLineBitpacking{16, Flat{W}} level buffer of a chunk: whole 1024-value blocks of ``W``
   bits (``128 * W`` bytes each), then the tail: one padded block, or raw u16 words.
+
+Emission (the registered ``inline_bitpacking`` family, dictionary indices and both level
+forms): one ``unpack`` row per block (:func:`emit_inline`, :func:`emit_values`), and for
+out-of-line levels a level ``copy`` row per raw tail (:func:`emit_levels`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lance_gpu.cpu import native
-from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, DeviceUnsupported, one_chunk_buffer, refuse_values
 
 
 def _exclusive_scan(values: np.ndarray) -> np.ndarray:
@@ -121,4 +125,51 @@ def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray
     return LevelBlocks(width, boff, bcount, chunk, within, tail_off, tail_len, packed)
 
 
-__all__ = ["InlineBlocks", "LevelBlocks", "inline_word", "level_blocks", "level_form", "level_kind", "level_width", "value_form"]
+def emit_inline(unit: DeviceUnit, dest: str, bits: int, dst_item: Any, blocks: InlineBlocks | None) -> None:
+    """InlineBitpacking chunks: chunk ``i``'s values go to item ``dst_item[i]`` (items of
+    ``bits``) of the destination ``dest``; ``blocks``: theirs as the device pre-pass found
+    them (one unpack row per block)."""
+    assert blocks is not None
+    chunk = blocks.chunk
+    unit.unpack_list(dest, bits).add(
+        words=blocks.word_off, width=blocks.widths,
+        dst=np.asarray(dst_item, np.int64)[chunk] + blocks.first, count=blocks.nvals,
+    )
+
+
+def emit_values(unit: DeviceUnit, enc: Any, arg: int, ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of InlineBitpacking value chunks (``arg``: the value bits, :func:`value_form`):
+    chunk ``i`` of ``ch`` (its ``blocks`` as the device pre-pass found them) unpacked to
+    byte ``dst[i]`` of the fixed arena (:func:`emit_inline`)."""
+    emit_inline(unit, "fixed", arg, dst // (arg // 8), ch.blocks)
+
+
+def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray,
+                dst: np.ndarray, ctx: DecodeContext, blocks: InlineBlocks | None = None, runs: np.ndarray | None = None) -> None:
+    """Bit-packed level buffers (``form``: :func:`level_kind`) at arena bytes ``starts`` of
+    ``sizes`` bytes: chunk ``i``'s ``nlevels[i]`` u16 levels go to level ``dst[i]``.
+    InlineBitpacking{16}: its blocks as the device pre-pass found them (``blocks``);
+    OutOfLineBitpacking{16, Flat}: its whole blocks unpacked (:func:`level_blocks`), its raw
+    tails copied."""
+    if form == "inline_bitpacking":
+        emit_inline(unit, "level", 16, dst, blocks)
+        return
+    ool = level_blocks(enc, starts, sizes, nlevels, ctx)
+    if ool.words.size:
+        chunk = ool.chunk
+        unit.unpack_list("level", 16).add(
+            words=ool.words, width=ool.width, dst=dst[chunk] + 1024 * ool.within,
+            count=ool.counts,
+        )
+    tails = np.flatnonzero(ool.tail_len)
+    if tails.size:
+        unit.copy_level.add(
+            src=2 * ool.tail_off[tails], len=2 * ool.tail_len[tails],
+            dst=2 * (dst[tails] + ool.packed[tails]),
+        )
+
+
+__all__ = [
+    "InlineBlocks", "LevelBlocks", "emit_inline", "emit_levels", "emit_values", "inline_word", "level_blocks", "level_form", "level_kind",
+    "level_width", "value_form",
+]

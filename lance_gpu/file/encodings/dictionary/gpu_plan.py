@@ -11,6 +11,10 @@ and the dictionary items decoded on the host in the layout the device's gather r
 * Many pages' dictionaries together (:func:`together`): the items of page ``k`` at byte
   ``item_start[k]`` of one blob; variable width: its offsets at int64 ``first_offset[k]``
   of one offsets array (:func:`variable.decode_blocks32`).
+
+Emission: :func:`emit_indices` adds the index work of a page's chunks through the index
+encoding's own emission (``unpack``, index ``copy``, ``rle`` rows); where the items and the
+index scratch are placed is the planner's (``lance_gpu.gpu.plan``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from lance_gpu.file import encodings
 from lance_gpu.file.blocks import FixedWidthBlock, VariableWidthBlock
 from lance_gpu.file.encodings import general as general_enc
 from lance_gpu.file.encodings import variable as variable_enc
-from lance_gpu.file.encodings.base import DecodeContext
+from lance_gpu.file.encodings.base import DecodeContext, DeviceUnit, DeviceUnsupported
+from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
+from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 
 
@@ -42,6 +48,34 @@ def index_key(enc: Any) -> tuple[int, str] | None:
         got = rle_plan.value_bits(enc)
         return None if got is None else (got, kind)
     return None
+
+
+def index_form(enc: Any) -> tuple[int, str]:
+    """``(bits per index, kind)`` of a dictionary-index value encoding the GPU decodes
+    (:func:`index_key`); raises :class:`DeviceUnsupported` for another."""
+    key = index_key(enc)
+    if key is None:
+        raise DeviceUnsupported(f"{enc.WhichOneof('compression')} dictionary indices")
+    return key
+
+
+def emit_indices(unit: DeviceUnit, enc: Any, dictionary: tuple[int, int], ch: Any, starts: np.ndarray, ctx: DecodeContext) -> None:
+    """The dictionary indices of one page's chunks ``ch`` (encoded ``enc``, chunk buffer 0
+    at arena bytes ``starts``), to the index scratch from ``dictionary`` (``(index bits,
+    first index item)``; ``ch.index_first``, where set, names each chunk's first item):
+    unpacked (InlineBitpacking), copied (Flat) or expanded (Rle) by their encoding's emission."""
+    bits, ipos = dictionary
+    kind = index_form(enc)[1]
+    word = bits // 8
+    # index items of the page's chunks
+    first = ipos + (ch.value - ch.value[0]) if ch.index_first is None else ch.index_first
+    if kind == "inline_bitpacking":
+        bitpacking_plan.emit_inline(unit, f"index{bits}", bits, first, ch.blocks)
+    elif kind == "flat":
+        nbytes = flat_plan.chunk_bytes(ch.bufs[:, 0, 1], ch.counts, 1, bits, ctx)
+        unit.copy_index[bits].add(src=starts, len=nbytes, dst=first * word)
+    else:
+        rle_plan.emit_chunks(unit, f"index{bits}", enc, ch, first * word, ctx)
 
 
 def index_buffers(enc: Any) -> int:
@@ -147,4 +181,4 @@ def together(layouts: list, bufs: list[np.ndarray], kind: str, width: int, arrow
     return Together(np.concatenate(blocks), item_start, nitems, None, np.zeros(n, np.int64))
 
 
-__all__ = ["Together", "fixed_items", "index_buffers", "index_key", "one", "together", "variable_blocks"]
+__all__ = ["Together", "emit_indices", "fixed_items", "index_buffers", "index_form", "index_key", "one", "together", "variable_blocks"]

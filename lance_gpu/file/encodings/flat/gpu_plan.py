@@ -5,7 +5,11 @@ bit each).  Flat{16} levels (per chunk) are ``count`` u16 levels, copied.
 
 FixedSizeList(Flat) values are Flat items, ``items`` of them per value
 (:mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`, which forms them with
-:func:`items_form`)."""
+:func:`items_form`).
+
+Emission (the registered ``flat`` family and Flat16 levels): :func:`emit_values` adds a
+``copy`` row per chunk (its bytes to the leaf's fixed-arena bytes) or, for 1-bit items, a
+``bits`` row (spread to a byte per item); :func:`emit_levels` a level ``copy`` row."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, DeviceUnsupported, one_chunk_buffer, refuse_values
 
 
 def flat_bits(enc: Any) -> int | None:
@@ -86,4 +90,33 @@ def level_bytes(sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> n
     return 2 * nlevels
 
 
-__all__ = ["chunk_bytes", "flat_bits", "full_zip_form", "is_level", "items_form", "level_bytes", "level_form", "value_form"]
+def emit_values(unit: DeviceUnit, enc: Any, arg: tuple[int, int], ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of Flat chunks (``arg``: ``(items per value, bits per item)``,
+    :func:`items_form`): chunk ``i`` of ``ch`` (the device pre-pass's chunks: ``counts``,
+    ``bufs``: chunks x buffers x (arena byte, size), the items in buffer 0) to byte
+    ``dst[i]`` of the fixed arena: copied (the ``copy`` family), or, 1-bit items, spread to
+    a byte each (the ``bits`` family); raises ``ctx.corrupt`` where a chunk is short
+    (:func:`chunk_bytes`)."""
+    dim, bits = arg
+    counts = ch.counts
+    starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
+    sizes = ch.bufs[:, 0, 1]
+    nbytes = chunk_bytes(sizes, counts, dim, bits, ctx)
+    if bits == 1:
+        unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
+        return
+    unit.copy_fixed.add(src=starts, len=nbytes, dst=dst)
+
+
+def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray,
+                dst: np.ndarray, ctx: DecodeContext, blocks: Any = None, runs: np.ndarray | None = None) -> None:
+    """Flat{16} level buffers at arena bytes ``starts`` of ``sizes`` bytes: chunk ``i``'s
+    ``nlevels[i]`` u16 levels copied to level ``dst[i]`` (:func:`level_bytes` refuses a
+    short buffer)."""
+    unit.copy_level.add(src=starts, len=level_bytes(sizes, nlevels, ctx), dst=2 * dst)
+
+
+__all__ = [
+    "chunk_bytes", "emit_levels", "emit_values", "flat_bits", "full_zip_form", "is_level", "items_form", "level_bytes",
+    "level_form", "value_form",
+]

@@ -13,6 +13,10 @@ switch is off (strings stored uncompressed) are not packed.
 The compressed strings themselves are a Variable block: their chunk buffers are planned as
 Variable values (:func:`value_form`, :mod:`lance_gpu.file.encodings.variable.gpu_plan`),
 decoded to spans of the compressed bytes, which the FSST kernels then expand.
+
+Staging: :func:`stage_tables` packs and stages a leaf's tables as one item (once per column)
+and records where each page's table lies; :func:`add_segments` then names a page's slots
+as one FSST segment of its table.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 
 from cuda_kernels.fsst import TABLE_BYTES
 from lance_gpu.file.encodings import fsst as fsst_enc
-from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, one_chunk_buffer, refuse_values
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, one_chunk_buffer, refuse_values
 from lance_gpu.file.encodings.variable import gpu_plan as variable_plan
 
 #: bytes of the 256 u64 symbols of a packed table (its lengths follow)
@@ -89,4 +93,41 @@ def page_tables(encs: list[Any], layout: np.ndarray, num_values: np.ndarray,
     return rows[keep], nsym[keep].tolist(), arena_tables(symbols, lengths, keep)
 
 
-__all__ = ["TABLE_BYTES", "arena_tables", "full_zip_form", "layout_fsst", "page_tables", "value_form"]
+def add_segments(unit: DeviceUnit, key: object, slot: int, n: int) -> None:
+    """Slots ``[slot, slot + n)`` decoded with the symbol table of page ``key`` (``(id(leaf),
+    row)``: a row of its table), where its leaf's tables were staged (:func:`stage_tables`)
+    and its strings are compressed."""
+    table = unit.fsst_tables.get(key)
+    if table is not None and n:
+        unit.fsst.append((slot, slot + n, table[0], table[1]))
+
+
+def stage_tables(unit: DeviceUnit, leaf: Any) -> None:
+    """The symbol tables of a variable-width leaf's FSST pages placed at once: parsed
+    together (:func:`page_tables`, which refuses a bad one as the CPU reader does), those
+    whose strings are compressed staged as **one** item (table ``j`` at byte ``TABLE_BYTES
+    * j``: the arena layout) and recorded in the unit's ``fsst_tables`` for
+    :func:`add_segments` (the kernels index them by page: each FSST segment names its
+    table's arena byte).  A leaf planned as a table (``leaf.table``, a
+    ``lance_gpu.gpu.pagetable.LeafPages``) is looked at per distinct layout, once per
+    column (its ``memo``); its pages' rows with a table are the unit's ``fsst_rows``."""
+    if leaf.kind != "var":
+        return
+    t = leaf.table
+    if t is None:
+        return
+    got = t.memo.get("fsst")
+    if got is None:  # per column, once: its tables parsed and packed
+        encs = [layout_fsst(f.kind, f.body, f.num_buffers) for f in t.layouts]
+        got = t.memo["fsst"] = page_tables(encs, t.layout, t.num_values, leaf.ctx())
+    if got is None:
+        return
+    rows, nsym, packed = got
+    at = unit.stage.add_bytes(packed)
+    key = id(leaf)
+    for k, (j, ns) in enumerate(zip(rows.tolist(), nsym, strict=True)):
+        unit.fsst_tables[(key, j)] = (at + TABLE_BYTES * k, ns)
+    unit.fsst_rows[key] = rows
+
+
+__all__ = ["TABLE_BYTES", "add_segments", "arena_tables", "full_zip_form", "layout_fsst", "page_tables", "stage_tables", "value_form"]

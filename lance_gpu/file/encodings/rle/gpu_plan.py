@@ -6,6 +6,10 @@ and run lengths lie and how many runs it has; the device expands them.
   run values (``V / 8`` bytes each) and the u8 run lengths, one per run.
 * Rle{Flat16, Flat8} levels, block form (one buffer per chunk): ``u64 values_bytes | u16
   values | u8 run lengths`` (``values_bytes / 2`` runs).
+
+Emission (the registered ``rle`` family, dictionary indices and levels): one ``rle`` row per
+chunk (``DeviceUnit.add_rle``, by value bits and destination): :func:`emit_chunks` (values,
+indices), :func:`emit_values`, :func:`emit_levels`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnsupported
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, DeviceUnsupported
 
 WORD_BITS = (8, 16, 32, 64)
 
@@ -63,4 +67,29 @@ def level_runs(starts: np.ndarray, nruns: np.ndarray) -> tuple[np.ndarray, np.nd
     return vals, vals + 2 * nruns
 
 
-__all__ = ["WORD_BITS", "chunk_runs", "level_form", "level_runs", "value_bits", "value_form"]
+def emit_chunks(unit: DeviceUnit, dest: str, enc: Any, ch: Any, dst_byte: np.ndarray, ctx: DecodeContext) -> None:
+    """Rle{Flat, Flat8} chunks of ``ch``: chunk ``i`` expands to byte ``dst_byte[i]`` of ``dest``."""
+    vbits = value_bits(enc)
+    if vbits is None:
+        raise DeviceUnsupported("this Rle layout")
+    nruns = chunk_runs(ch.bufs, vbits // 8, ctx)
+    unit.add_rle(vbits, dest, vals=ch.bufs[:, 0, 0], runs=ch.bufs[:, 1, 0], nruns=nruns, count=ch.counts, dst=dst_byte)
+
+
+def emit_values(unit: DeviceUnit, enc: Any, arg: int, ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of Rle{Flat, Flat8} value chunks (``arg``: the value bits, :func:`value_form`):
+    chunk ``i`` of ``ch`` expanded to byte ``dst[i]`` of the fixed arena (:func:`emit_chunks`)."""
+    emit_chunks(unit, "fixed", enc, ch, dst, ctx)
+
+
+def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray,
+                dst: np.ndarray, ctx: DecodeContext, blocks: Any = None, runs: np.ndarray | None = None) -> None:
+    """Block-form Rle{Flat16, Flat8} level buffers at arena bytes ``starts``, ``runs`` runs
+    each (found by the device pre-pass): chunk ``i``'s ``nlevels[i]`` levels expand to level
+    ``dst[i]``."""
+    assert runs is not None  # found by the device pre-pass
+    vals, lens = level_runs(starts, runs)
+    unit.add_rle(16, "level", vals=vals, runs=lens, nruns=runs, count=nlevels, dst=2 * dst)
+
+
+__all__ = ["WORD_BITS", "chunk_runs", "emit_chunks", "emit_levels", "emit_values", "level_form", "level_runs", "value_bits", "value_form"]

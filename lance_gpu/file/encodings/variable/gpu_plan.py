@@ -8,13 +8,18 @@ device turns it into one ``(start, length)`` span per value.  Offsets encoded ot
 values compressed inside the chunk, are not decoded on the device.  A full-zip page of
 variable-width values carries its own length words (``bits_per_offset``), read by the
 full-zip walk.
+
+Emission (the registered ``var`` family, plain and FSST strings): :func:`emit_values` adds a
+``variable spans`` row per chunk, its values to consecutive slots.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lance_gpu.file.encodings.base import DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
+import numpy as np
+
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, DeviceUnsupported, one_chunk_buffer, refuse_values
 
 
 def offset_bytes(enc: Any) -> int:
@@ -48,4 +53,13 @@ def full_zip_form(enc: Any) -> tuple:
     return ("var",)
 
 
-__all__ = ["full_zip_form", "offset_bytes", "value_form"]
+def emit_values(unit: DeviceUnit, enc: Any, arg: int, ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of Variable chunks (``arg``: offset bytes, :func:`value_form`): chunk ``i``
+    of ``ch`` (the device pre-pass's chunks: ``counts``, ``bufs``: chunks x buffers x
+    (arena byte, size), the chunk in buffer 0) to value slots from ``dst[i]``, one
+    ``variable spans`` row per chunk (the kernel checks its offsets)."""
+    starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
+    unit.var_chunks.add(start=starts, size=ch.bufs[:, 0, 1], width=arg, count=ch.counts, dst=dst)
+
+
+__all__ = ["emit_values", "full_zip_form", "offset_bytes", "value_form"]
