@@ -463,12 +463,13 @@ def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, 
     total = int(prefix[-1])
     if total:
         bypos = first is not None
-        if not bypos:  # the kernel reads none of them: one placeholder, nothing uploaded
-            pos = first = delta = dfirst = _device.device_empty(1, np.int64)
+        d_at = _descriptor(at)
+        if not bypos:  # the kernel reads none of them: a placeholder, nothing uploaded or allocated
+            pos = first = delta = dfirst = d_at
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _rebase_kernel.get()[blocks, tpb](
-            _device.to_device(src), _descriptor(at), _descriptor(base), _descriptor(shift), _descriptor(stride),
+            _device.to_device(src), d_at, _descriptor(base), _descriptor(shift), _descriptor(stride),
             _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, np.int64(bypos), _descriptor(pos),
             _descriptor(first), _descriptor(delta), _descriptor(dfirst), err,
         )
