@@ -10,7 +10,9 @@ One line per (budget table, fragments, selection: a filter, a take of a quarter 
 deleted rows -- runs of at most 4 rows and 40 rows, or 1 in 97): the whole read's launches,
 blocking copies back, bytes allocated on the device, and the bytes written by gathers (gather
 kernels called by ``gpu/columns.py`` / ``gpu/validity.py``'s takes, before the gatherfinal
-branch) plus combining's copies, row gathers, offsets and masks.
+branch) plus combining's copies, row gathers, offsets and masks; and the descriptors
+(segments) of combining's launches that write offsets and string bytes (range copies, offsets
+rebases, string gathers by position: ``offset_byte_segments`` of ``tests/gpu/traffic.py``).
 """
 
 import shutil
@@ -55,8 +57,9 @@ def count(what: str, read) -> None:
     where: Counter = Counter()
     with count_device_traffic(where) as c:
         _cols, rows = read()
+    segs = sum(v for (key, caller), v in where.items() if key == "offset_byte_segments" and caller.startswith("gpu/combine.py"))
     print(f"{what:32s} rows {rows:4d}  launches {c['launches']:3d}  d2h {c['d2h_blocking']:2d}  "
-          f"alloc {c['alloc_bytes']:7d}  written {written(where):7d}", flush=True)
+          f"alloc {c['alloc_bytes']:7d}  written {written(where):7d}  offsets/bytes descriptors {segs:5d}", flush=True)
 
 
 for name, (table, key) in tables.items():

@@ -79,13 +79,22 @@ def _item_length(item_offsets, n_bytes, indices, i):
 
 
 @dual
+def copy_strided(src, s, out, d, n, k, step):
+    """``out[d + j] = src[s + j]`` for ``j = k, k + step, ... < n``: an item's bytes copied by
+    one thread (``k = 0, step = 1``) or by the lanes of a warp (``k`` the lane, ``step`` 32:
+    consecutive lanes on consecutive bytes, coalesced).  Bounds are the caller's to check."""
+    k = np.int64(k)
+    while k < n:
+        out[d + k] = src[s + k]
+        k += step
+
+
+@dual
 def _copy_item(item_offsets, item_bytes, indices, i, out_offsets, out_bytes):
     """Copy item ``indices[i]`` to ``out_bytes[out_offsets[i]:out_offsets[i + 1]]`` (validated)."""
     s = np.int64(item_offsets[np.int64(indices[i])])
     d = out_offsets[i]
-    n = out_offsets[i + 1] - d
-    for k in range(n):
-        out_bytes[d + k] = item_bytes[s + k]
+    copy_strided(item_bytes, s, out_bytes, d, out_offsets[i + 1] - d, 0, 1)
 
 
 # --------------------------------------------------------------------------
@@ -221,11 +230,7 @@ def _binary_copy_warps_kernel(item_offsets, item_bytes, indices, out_offsets, ou
     if w < indices.shape[0]:
         s = np.int64(item_offsets[np.int64(indices[w])])
         d = out_offsets[w]
-        n = out_offsets[w + 1] - d
-        k = np.int64(t % 32)
-        while k < n:
-            out_bytes[d + k] = item_bytes[s + k]
-            k += 32
+        copy_strided(item_bytes, s, out_bytes, d, out_offsets[w + 1] - d, t % 32, 32)
 
 
 # --------------------------------------------------------------------------

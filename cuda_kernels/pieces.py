@@ -11,7 +11,10 @@ over every piece of every column that lives in one source allocation:
   offsets moved to where its bytes / children land), else the arithmetic run
   ``shift[s] + i * stride[s]`` (the final offset of a column, fixed-size list offsets).
   ``out`` is int32 or int64; ``src`` int64.  A count of one with base 0 and shift 0 is a
-  gather of single values (the bounds of pieces whose span the host does not know).
+  gather of single values (the bounds of pieces whose span the host does not know).  By
+  position (``first[s] >= 0``, given ``pos`` and ``delta``): offset ``i`` is
+  ``src[at[s] + pos[first[s] + i]] + delta[dfirst[s] + i] - base[s] + shift[s]`` (a
+  selection's rows of a column, each moved to where its run lands).
 * :func:`pack_bitmask_segments` -- segment ``s`` sets the ``counts[s]`` validity bits
   starting at bit ``dst[s]`` of the uint32 words ``out`` (LSB first, Arrow's order) from
   its source in ``src`` (viewed as bytes), and adds the segment's nulls to
@@ -40,6 +43,15 @@ over every piece of every column that lives in one source allocation:
   ``pos[first[s] + i]`` of its source (bool bytes from byte ``at[s]``, or, where
   ``bits[s]``, bits from bit ``at[s]``), one thread per destination word, and adds its nulls
   to ``nulls[column[s]]``.
+* :func:`gather_var_segments` -- variable-width rows (strings, binary) gathered by host-known
+  positions: segment ``s`` copies, for each of its ``counts[s]`` rows ``p = pos[first[s] +
+  i]``, the bytes ``offsets[j] .. offsets[j + 1]`` (``j = at[s] + p``; ``offsets`` int64) from
+  byte ``data[s]`` of ``src`` to ``out[dst[s] + offsets[j] + delta[dfirst[s] + i]:]``: with
+  ``delta`` what moves a row's source offset to its offset in the output (per row; for the
+  rows of a run of consecutive rows one value), the rows land one after the other, as the
+  offsets :func:`rebase_offsets_segments` writes by position say.  One thread per row, or a
+  warp per row (its lanes on consecutive bytes, ``gather.copy_strided``) where the rows
+  average ``gather.WARP_COPY_MIN_AVERAGE`` bytes or more.
 * :func:`count_zero_bits` -- the 0 bits (nulls) among bits ``[offset, offset + n)`` of uint32
   bitmask words: one thread per word, a population count and one atomic each, no descriptor
   to upload.
@@ -53,6 +65,7 @@ import numpy as np
 from . import _device
 from ._target import LAZY_CUDA, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
+from .gather import WARP_COPY_MIN_AVERAGE, copy_strided
 from .segments import _descriptor, _i64, _prefix_host, _segment_of
 
 cuda = LAZY_CUDA
@@ -68,6 +81,8 @@ __all__ = [
     "gather_bits_segments_gpu",
     "gather_rows_segments",
     "gather_rows_segments_gpu",
+    "gather_var_segments",
+    "gather_var_segments_gpu",
     "pack_bitmask_segments",
     "pack_bitmask_segments_gpu",
     "rebase_offsets_segments",
@@ -81,13 +96,24 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
-def rebase_offsets_segments(src, at, counts, base, shift, stride, out, dst):
+def rebase_offsets_segments(src, at, counts, base, shift, stride, out, dst, *, pos=None, first=None, delta=None, dfirst=None):
     """CPU reference of :func:`rebase_offsets_segments_gpu` (``out`` written in place)."""
     src = np.asarray(src, np.int64)
-    for a, n, b, sh, st, d in zip(*(_i64(x).tolist() for x in (at, counts, base, shift, stride, dst)), strict=True):
+    nseg = len(_i64(at))
+    first = np.full(nseg, -1, np.int64) if first is None else _i64(first)
+    dfirst = np.zeros(nseg, np.int64) if dfirst is None else _i64(dfirst)
+    pos, delta = _i64(np.zeros(0) if pos is None else pos), _i64(np.zeros(0) if delta is None else delta)
+    for a, n, b, sh, st, d, f, df in zip(*(_i64(x).tolist() for x in (at, counts, base, shift, stride, dst, first, dfirst)), strict=True):
         if not n:
             continue
-        if a >= 0:
+        if f >= 0:
+            if f + n > pos.size or df < 0 or df + n > delta.size or d < 0 or d + n > out.size:
+                raise CorruptInputError("rebase_offsets_segments: a segment reaches outside its arrays", ERR_OUT_OF_BOUNDS)
+            j = a + pos[f : f + n]
+            if n and (int(j.min()) < 0 or int(j.max()) >= src.size):
+                raise CorruptInputError("rebase_offsets_segments: a row outside its offsets", ERR_OUT_OF_BOUNDS)
+            out[d : d + n] = src[j] + delta[df : df + n] - b + sh
+        elif a >= 0:
             if a + n > src.size or d < 0 or d + n > out.size:
                 raise CorruptInputError("rebase_offsets_segments: a segment reaches outside its arrays", ERR_OUT_OF_BOUNDS)
             out[d : d + n] = src[a : a + n] - b + sh
@@ -185,6 +211,28 @@ def gather_bits_segments(src, pos, at, first, counts, dst, column, out, nulls, b
     return out
 
 
+def gather_var_segments(offsets, src, pos, delta, at, data, first, dfirst, counts, dst, out):
+    """CPU reference of :func:`gather_var_segments_gpu` (``src`` and ``out`` bytes, ``out``
+    written in place)."""
+    offsets, pos, delta = _i64(offsets), _i64(pos), _i64(delta)
+    src = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+    for a, b, f, df, n, d in zip(*(_i64(x).tolist() for x in (at, data, first, dfirst, counts, dst)), strict=True):
+        if not n:
+            continue
+        if f < 0 or f + n > pos.size or df < 0 or df + n > delta.size:
+            raise CorruptInputError("gather_var_segments: a segment reaches outside its positions", ERR_OUT_OF_BOUNDS)
+        for p, move in zip(pos[f : f + n].tolist(), delta[df : df + n].tolist(), strict=True):
+            j = a + p
+            if j < 0 or j + 1 >= offsets.size:
+                raise CorruptInputError("gather_var_segments: a row outside its offsets", ERR_OUT_OF_BOUNDS)
+            lo, k = int(offsets[j]), int(offsets[j + 1] - offsets[j])
+            to = d + lo + move
+            if k < 0 or b + lo < 0 or b + lo + k > src.size or to < 0 or to + k > out.size:
+                raise CorruptInputError("gather_var_segments: a row's bytes reach outside their arrays", ERR_OUT_OF_BOUNDS)
+            out[to : to + k] = src[b + lo : b + lo + k]
+    return out
+
+
 def count_zero_bits(words, offset, n):
     """CPU reference of :func:`count_zero_bits_gpu`."""
     bits = np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8), bitorder="little")
@@ -199,7 +247,7 @@ def count_zero_bits(words, offset, n):
 
 
 @gpu_kernel
-def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, err):
+def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, bypos, pos, first, delta, dfirst, err):
     k = cuda.grid(1)
     if k >= total:
         return
@@ -207,10 +255,22 @@ def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, 
     rel = k - np.int64(prefix[s])
     d = np.int64(dst[s]) + rel
     a = np.int64(at[s])
+    f = np.int64(first[s]) if bypos else np.int64(-1)
     if d < 0 or d >= out.shape[0]:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         return
-    if a >= 0:
+    if f >= 0:  # by position: the row's offset moved by its own delta
+        q = f + rel
+        r = np.int64(dfirst[s]) + rel
+        if q >= pos.shape[0] or r < 0 or r >= delta.shape[0]:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+            return
+        i = a + np.int64(pos[q])
+        if i < 0 or i >= src.shape[0]:
+            cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+            return
+        out[d] = np.int64(src[i]) + np.int64(delta[r]) - np.int64(base[s]) + np.int64(shift[s])
+    elif a >= 0:
         i = a + rel
         if i >= src.shape[0]:
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
@@ -347,6 +407,34 @@ def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits,
 
 
 @gpu_kernel
+def _gather_var_segments_kernel(offsets, src, pos, delta, at, data, first, dfirst, dst, prefix, nseg, total, lanes, out, err):
+    """Row ``k`` (of every segment's rows) is copied by ``lanes`` threads (1, or a warp)."""
+    t = cuda.grid(1)
+    k = t // lanes
+    if k >= total:
+        return
+    s = _segment_of(prefix, nseg, k)
+    rel = k - np.int64(prefix[s])
+    q = np.int64(first[s]) + rel
+    r = np.int64(dfirst[s]) + rel
+    if q < 0 or q >= pos.shape[0] or r < 0 or r >= delta.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    j = np.int64(at[s]) + np.int64(pos[q])
+    if j < 0 or j + 1 >= offsets.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    lo = np.int64(offsets[j])
+    n = np.int64(offsets[j + 1]) - lo
+    a = np.int64(data[s]) + lo
+    d = np.int64(dst[s]) + lo + np.int64(delta[r])
+    if n < 0 or a < 0 or a + n > src.shape[0] or d < 0 or d + n > out.shape[0]:
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    copy_strided(src, a, out, d, n, t - k * lanes, lanes)
+
+
+@gpu_kernel
 def _count_zero_bits_kernel(words, offset, n, first, total, out):
     k = cuda.grid(1)
     if k >= total:
@@ -365,18 +453,25 @@ def _count_zero_bits_kernel(words, offset, n, first, total, out):
 # --------------------------------------------------------------------------
 
 
-def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, *, threads_per_block=256):
+def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, *, pos=None, first=None, delta=None, dfirst=None,
+                                threads_per_block=256):
     """See the module docstring: one launch over every segment (``src`` an int64 device
     array, ``out`` an int32 / int64 device array written in place; descriptors host or
-    device).  Returns ``out``."""
+    device).  ``pos``, ``first``, ``delta``, ``dfirst``: segments by position (all four, or
+    none: no segment by position).  Returns ``out``."""
     prefix = _prefix_host(counts)
     total = int(prefix[-1])
     if total:
+        bypos = first is not None
+        d_at = _descriptor(at)
+        if not bypos:  # the kernel reads none of them: a placeholder, nothing uploaded or allocated
+            pos = first = delta = dfirst = d_at
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _rebase_kernel.get()[blocks, tpb](
-            _device.to_device(src), _descriptor(at), _descriptor(base), _descriptor(shift), _descriptor(stride),
-            _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, err,
+            _device.to_device(src), d_at, _descriptor(base), _descriptor(shift), _descriptor(stride),
+            _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, np.int64(bypos), _descriptor(pos),
+            _descriptor(first), _descriptor(delta), _descriptor(dfirst), err,
         )
         raise_if_flagged(err, "rebase_offsets_segments_gpu")
     return out
@@ -484,6 +579,34 @@ def gather_bits_segments_gpu(src, pos, at, first, counts, dst, column, out, null
             _descriptor(bits), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
         )
         raise_if_flagged(err, "gather_bits_segments_gpu")
+    return out
+
+
+def gather_var_segments_gpu(offsets, src, pos, delta, at, data, first, dfirst, counts, dst, out, *, nbytes=None, warp_copy=None,
+                            threads_per_block=256):
+    """See the module docstring: one launch over every row of every segment (``offsets`` an
+    int64 device array, ``src`` a device array read as bytes, ``pos`` and ``delta`` int64,
+    host or device; ``out`` a uint8 device array written in place).  ``nbytes``: the bytes
+    the segments copy, where the caller knows them (a warp per row then if they average
+    :data:`~cuda_kernels.gather.WARP_COPY_MIN_AVERAGE` bytes or more; a thread per row
+    otherwise); ``warp_copy`` True / False forces one way.  Returns ``out``."""
+    prefix = _prefix_host(counts)
+    total = int(prefix[-1])
+    if total:
+        d_src = _device.to_device(src)
+        if d_src.dtype != np.uint8 or d_src.ndim > 1:
+            d_src = d_src.reshape(-1).view(np.uint8)
+        if warp_copy is None:
+            warp_copy = nbytes is not None and int(nbytes) >= WARP_COPY_MIN_AVERAGE * total
+        lanes = 32 if warp_copy else 1
+        err = new_error_flag()
+        blocks, tpb = _device.launch_dims(total * lanes, threads_per_block)
+        _gather_var_segments_kernel.get()[blocks, tpb](
+            _device.to_device(offsets), d_src, _descriptor(pos), _descriptor(delta), _descriptor(at), _descriptor(data),
+            _descriptor(first), _descriptor(dfirst), _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1),
+            np.int64(total), np.int64(lanes), out, err,
+        )
+        raise_if_flagged(err, "gather_var_segments_gpu")
     return out
 
 

@@ -122,20 +122,39 @@ What such a read still has written here, and why:
 Selections are written once too, here, straight from the decode's buffers: a selection's
 runs are pieces like any (their bytes copied, offsets rebased, bits packed: a descriptor per
 run), except where its runs are short (fewer than 16 rows each on average, :func:`_short`):
-then its fixed-width values and its validity bits are gathered by position
-(``cuda_kernels.pieces.gather_rows_segments_gpu`` / ``gather_bits_segments_gpu``: the
-selection's row positions one column of the work table, shared by its columns; a
-descriptor per column).  String bytes and list offsets go run by run whatever their length
-(their byte / item bounds per run come back in the per-depth readback below, gathered by
-position, 16 bytes a bound).
+then its rows are written by position, the selection's row positions one column of the work
+table, shared by its columns, and a descriptor per column piece (a fragment's rows of a
+column), not per run:
+
+* fixed-width values and validity bits gathered
+  (``cuda_kernels.pieces.gather_rows_segments_gpu`` / ``gather_bits_segments_gpu``; a
+  piece's choice its own);
+* string, binary, list and map offsets and string / binary bytes (:class:`_ByPos`; the
+  choice made per column over its gathered pieces, so a column's pieces take one way and
+  an allocation gets one launch of a kind): each selected row's offset is its source offset
+  plus a *delta*, the bytes / items of the runs before its run less that run's first source
+  offset (one value per row in a second work-table column, 8 bytes a row), rebased in the
+  same launch as the plain segments of its allocation
+  (``rebase_offsets_segments_gpu(pos=...)``), and its bytes copied to where that offset
+  says (``cuda_kernels.pieces.gather_var_segments_gpu``, one launch per pair of offsets and
+  bytes allocations, a thread or a warp per row); a list's items are then the child's
+  selection of the runs ``[offsets[lo], offsets[hi])`` of its runs, written as any runs
+  (consecutive rows of one list are consecutive items; nested lists alike, depth by depth).
+
+What is still per run: the deltas come from the byte / item bounds of every run, read back
+in the per-depth readback below (gathered by position, 16 bytes a run), which a list's
+child needs anyway; a selection of long runs (16 rows or more on average) is copied,
+rebased and packed run by run, a descriptor per run; and a list's items, a selection of
+runs of the child, go by position only where those runs are short in turn.
 
 Buffers: one values arena (uint8: every copied column's data, 64-byte aligned slots), one
 int32 and one int64 offsets arena, one zeroed bitmask arena, one array of null counters.  Work: per
 *source allocation* (the pool block a piece's buffer lives in, found by
 ``cuda_kernels._device.allocation_of``) one batched byte copy, one offsets rebase
 (``cuda_kernels.pieces.rebase_offsets_segments_gpu``) per offset width, one bitmask
-pack (words and bytes alike) and, for selections of short runs, one row gather and one
-bit gather, so the launches grow with the allocations the pieces come
+pack (words and bytes alike) and, for selections of short runs, one row gather, one
+bit gather and one string gather (by position; their offsets join the rebase of their
+allocation), so the launches grow with the allocations the pieces come
 from (a handful per read unit), not with fragments, columns, pages or selections.  Readbacks: the null
 counts, once, only where a piece's count is not known on the host (a selection's never is);
 and, per nesting depth, the offsets bounding pieces whose span the host does not know (row
@@ -146,7 +165,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -158,6 +177,7 @@ from cuda_kernels.pieces import (
     and_bitmask_segments_gpu,
     gather_bits_segments_gpu,
     gather_rows_segments_gpu,
+    gather_var_segments_gpu,
     pack_bitmask_segments_gpu,
     rebase_offsets_segments_gpu,
 )
@@ -202,6 +222,25 @@ def _short(runs: int, rows: int) -> bool:
     that its rows are gathered by position (a position per row, shared by its columns, and
     a descriptor per column) rather than copied run by run (a descriptor per run and column)."""
     return rows < 16 * runs
+
+
+class _ByPos(NamedTuple):
+    """A gathered piece of a string, binary, list or map column whose runs are short
+    (:func:`_short`), written by position: its ``n`` rows are rows ``first ..`` of the
+    positions column (shared by the selection's columns), each moved by its own entry
+    ``dfirst ..`` of the *delta* column (the piece's, 8 bytes a row): a row's source offset
+    plus its delta is its offset among the piece's rows (the bytes / items of the runs before
+    its run, :func:`_bounds`' per-run bounds).  ``total``: the piece's bytes / items;
+    ``offsets``: the column's source offsets (int64); ``b0``, ``span``: its runs' first source
+    offsets and bytes / items (for copying its bytes run by run after all, :func:`_merge_generated`)."""
+
+    first: int
+    dfirst: int
+    n: int
+    total: int
+    offsets: Any
+    b0: np.ndarray
+    span: np.ndarray
 
 
 def _flat(column: list) -> Any:
@@ -446,6 +485,17 @@ class _Builder:
         self.pos: list[np.ndarray] = []
         self.npos = 0
         self.pos_at: dict[bytes, int] = {}
+        # string / binary / list pieces of short runs written by position (:class:`_ByPos`):
+        # the rows' deltas (one column of the work table, a piece's rows one after the other);
+        # their offsets, (key, width) -> the rebase's columns and [first position, first delta]
+        # (:meth:`_rebase_pos`); their bytes, (key of the offsets, of the bytes) ->
+        # [whole offsets (int64), offsets' item, bytes' byte, first position, first delta, rows,
+        # dst byte] and [whole bytes, bytes copied, the bytes' array, its (piece, dst byte)s] (:meth:`_gather_var`)
+        self.delta: list[np.ndarray] = []
+        self.ndelta = 0
+        self.prebase: dict[tuple[object, int], list] = {}
+        self.vgathers: dict[tuple[object, object], list] = {}
+        self.vsrc: dict[tuple[object, object], list] = {}
 
     # -- slots ------------------------------------------------------------------------------
 
@@ -461,6 +511,42 @@ class _Builder:
             self.pos.append(rows)
             self.npos += rows.size
         return at
+
+    def _by_position(self, col: DeviceColumn, lo: np.ndarray, hi: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> _ByPos:
+        """A gathered piece (runs ``[lo, hi)``, their offsets' bounds ``b0``, ``b1``) of a
+        string / binary / list column, its rows by position: the positions of the selection
+        (shared) and each row's delta, the bytes / items of the runs before its run less its
+        run's first source offset (every row of a run moves alike)."""
+        k = hi - lo
+        span = b1 - b0
+        delta = np.repeat(_before(span) - b0, k)
+        at = self.ndelta
+        self.delta.append(delta)
+        self.ndelta += delta.size
+        return _ByPos(self._positions(lo, hi), at, int(k.sum()), int(span.sum()), col.offsets, b0, span)
+
+    def _rebase_pos(self, width: int, bp: _ByPos, shift: int, dst: int) -> None:
+        """The offsets of a piece by position (:class:`_ByPos`) at ``dst`` of the ``width``
+        arena: a row's source offset plus its delta plus ``shift`` (the column's bytes / items
+        before the piece)."""
+        key, whole, off = _loc64(bp.offsets)
+        entry = self.prebase.setdefault((key, width), [whole, [], [], [], [], [], [], [], []])
+        for k, v in enumerate((off, bp.n, 0, shift, 0, dst, bp.first, bp.dfirst), start=1):
+            entry[k].append(v)
+
+    def _gather_var(self, arr, bp: _ByPos, dst: int) -> None:
+        """The bytes of a string / binary piece by position (:class:`_ByPos`, ``arr`` its
+        column's bytes) to byte ``dst`` of the values arena (the piece's first byte)."""
+        if not bp.total:
+            return
+        okey, owhole, ooff = _loc64(bp.offsets)
+        key, whole, off = _loc(arr)
+        entry = self.vgathers.setdefault((okey, key), [owhole, [], [], [], [], [], []])
+        src = self.vsrc.setdefault((okey, key), [whole, 0, arr, []])
+        src[1] += bp.total
+        src[3].append((bp, dst))
+        for k, v in enumerate((ooff, off, bp.first, bp.dfirst, bp.n, dst), start=1):
+            entry[k].append(v)
 
     def _values(self, nbytes: int) -> int:
         at = self.values
@@ -480,13 +566,17 @@ class _Builder:
         once, by the decode: a one-unit read with no gather, whose unit placed each column's
         leaves one after the other, :func:`lance_gpu.gpu.read._columns`); else a slot of the
         values arena, each run copied there."""
-        gathered = any(_is_runs(k) for _arr, _lo, k in runs)
+        gathered = any(_is_runs(k) or isinstance(lo, _ByPos) for _arr, lo, k in runs)
         run = None if gathered else _one_run(runs, aligned)
         if run is not None:
             return run[0], run[1], nbytes
         at = self._values(nbytes)
         done = 0
         for arr, lo, k in runs:
+            if isinstance(lo, _ByPos):  # a string piece's rows, by position
+                self._gather_var(arr, lo, at + done)
+                done += lo.total
+                continue
             if _is_runs(k):  # a gathered piece's runs, one after the other
                 if width and _short(lo.size, int(k.sum()) // width):  # rows of fixed width, by position
                     self._gather(arr, lo // width, (lo + k) // width, width, at + done)
@@ -693,13 +783,23 @@ class _Builder:
             total = sum(_count(b0, b1) for b0, b1 in bounds)
             out.span = total
             width = 8 if not self.cudf or total > decode.OFFSETS32_MAX else 4
+            # a column's gathered pieces go by position, or run by run, all alike: one launch of a kind per allocation
+            gathered = [(lo.size, _count(lo, hi)) for _col, lo, hi in pieces if _is_runs(lo)]
+            short = bool(gathered) and _short(sum(r for r, _n in gathered), sum(n for _r, n in gathered))
+            bypos = [self._by_position(col, lo, hi, *bd) if short and _is_runs(lo) else None
+                     for (col, lo, hi), bd in zip(pieces, bounds, strict=True)]
             out.offsets_view = _offsets_run(pieces, n) if self.cudf and width == 4 else None
             if out.offsets_view is None:
                 first = self._offsets(width, n)
                 out.offsets = (width, first)
                 row = 0
                 shift = 0
-                for (col, lo, hi), (b0, b1) in zip(pieces, bounds, strict=True):
+                for (col, lo, hi), (b0, b1), bp in zip(pieces, bounds, bypos, strict=True):
+                    if bp is not None:  # short runs: the rows' offsets by position
+                        self._rebase_pos(width, bp, shift, first + row)
+                        row += bp.n
+                        shift += bp.total
+                        continue
                     if _is_runs(lo):  # a gathered piece: each run's offsets after the runs before it
                         k, span = hi - lo, b1 - b0
                         self._rebase(width, col.offsets, lo, k, b0, shift + _before(span), first + row + _before(k))
@@ -711,7 +811,8 @@ class _Builder:
                     shift += b1 - b0
                 self._arith(width, 1, total, 0, first + n)
             if _is_var(s):
-                runs = [(col.data, b0, b1 - b0) for (col, _lo, _hi), (b0, b1) in zip(pieces, bounds, strict=True)]
+                runs = [(col.data, b0, b1 - b0) if bp is None else (col.data, bp, None)
+                        for (col, _lo, _hi), (b0, b1), bp in zip(pieces, bounds, bypos, strict=True)]
                 out.data = self._place(runs, total, aligned=False)
             else:
                 value_type = pa.struct([s.key_field, s.item_field]) if pa.types.is_map(s) else s.value_type
@@ -856,24 +957,35 @@ def _run(b: _Builder, tops: list[_Out]) -> list:
     work table (:func:`lance_gpu.gpu.worktable.pack_columns`) in one copy."""
     _merge_generated(b)
     positions = [np.concatenate(b.pos) if b.pos else np.zeros(0, np.int64)]
-    lists = [*b.copies.values(), *b.rebase.values(), *b.masks.values(), *b.ands.values(), *b.gathers.values(), *b.gbits.values(),
-             positions]
-    cols = [(entry, k) for entry in lists for k in range(1 if entry is not positions else 0, len(entry))]
+    deltas = [np.concatenate(b.delta) if b.delta else np.zeros(0, np.int64)]
+    lists = [*b.copies.values(), *b.rebase.values(), *b.prebase.values(), *b.masks.values(), *b.ands.values(), *b.gathers.values(),
+             *b.gbits.values(), *b.vgathers.values(), positions, deltas]
+    whole = (positions, deltas)  # columns as they are (no source allocation first)
+    cols = [(entry, k) for entry in lists for k in range(0 if any(entry is w for w in whole) else 1, len(entry))]
     for entry, k in cols:
-        if entry is not positions:
+        if not any(entry is w for w in whole):
             entry[k] = _flat(entry[k])
     scanned = [_is_length(entry, k, b) for entry, k in cols]
     host, views, scans = pack_columns([entry[k] for entry, k in cols], scanned)
     for (entry, k), v in zip(cols, views, strict=True):
         entry[k] = v
     b.pos = positions
+    b.delta = deltas
     with _device.work_table(host, scans):
         return _launch(b, tops)
 
 
 def _merge_generated(b: _Builder) -> None:
     """Sourceless offsets segments (the final offset of a column, fixed-size list offsets)
-    and all-valid bitmask runs join a launch of their kind (or make one of their own)."""
+    and all-valid bitmask runs join a launch of their kind (or make one of their own), and
+    the plain rebase of an allocation joins its rebase by position (one launch); string
+    bytes by position whose allocation has a range copy anyway are copied run by run in it
+    (a descriptor per run, no launch of their own; their offsets stay by position)."""
+    for vkey in [k for k in b.vgathers if k[1] in b.copies]:  # (key of the offsets, key of the bytes)
+        del b.vgathers[vkey]
+        _whole, _n, arr, placed = b.vsrc.pop(vkey)
+        for bp, dst in placed:
+            b._copy(arr, bp.b0, bp.span, dst + _before(bp.span))
     for (key, w) in [k for k in b.rebase if k[0] == "generated"]:
         gen = b.rebase[(key, w)]
         other = next((e for (k2, w2), e in b.rebase.items() if k2 != "generated" and w2 == w), None)
@@ -881,6 +993,13 @@ def _merge_generated(b: _Builder) -> None:
             for k in range(1, 7):
                 other[k].extend(gen[k])
             del b.rebase[(key, w)]
+    for kw in [k for k in b.rebase if k in b.prebase]:  # one launch per allocation: plain segments join those by position
+        plain = b.rebase.pop(kw)
+        _join_plain(b.prebase[kw], plain)
+    for (key, w) in [k for k in b.rebase if k[0] == "generated"]:  # else into a rebase by position
+        other = next((e for (_k2, w2), e in b.prebase.items() if w2 == w), None)
+        if other is not None:
+            _join_plain(other, b.rebase.pop((key, w)))
     gen_mask = b.masks.get("generated")
     if gen_mask is not None:
         other = next((e for k2, e in b.masks.items() if k2 != "generated"), None)
@@ -890,12 +1009,21 @@ def _merge_generated(b: _Builder) -> None:
             del b.masks["generated"]
 
 
+def _join_plain(bypos: list, plain: list) -> None:
+    """Append a rebase entry's segments to one by position (their ``first`` -1: not by position)."""
+    for k in range(1, 7):
+        bypos[k].extend(plain[k])
+    m = sum(np.asarray(v).size for v in plain[2])  # a segment per count (a gathered piece's runs: arrays)
+    bypos[7].append(np.full(m, -1, np.int64))
+    bypos[8].append(np.zeros(m, np.int64))
+
+
 def _is_length(entry: list, k: int, b: _Builder) -> bool:
     """Column ``k`` of a work entry is the lengths a wrapper scans (copies' byte counts,
     offsets segments' counts)."""
     if any(entry is e for e in b.copies.values()):
         return k == 2
-    if any(entry is e for e in b.rebase.values()):
+    if any(entry is e for e in b.rebase.values()) or any(entry is e for e in b.prebase.values()):
         return k == 2
     if any(entry is e for e in b.ands.values()):
         return k == 3
@@ -905,6 +1033,8 @@ def _is_length(entry: list, k: int, b: _Builder) -> bool:
         return k == 5
     if any(entry is e for e in b.gbits.values()):
         return k == 7
+    if any(entry is e for e in b.vgathers.values()):
+        return k == 5
     return False
 
 
@@ -924,6 +1054,13 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         ck.copy_ranges_gpu(whole, src, nbytes, values, dst)
     for (key, w), entry in b.rebase.items():
         _rebase_launch(offsets[w] if key == "generated" else entry[0], entry, offsets[w])
+    for (_key, w), entry in b.prebase.items():
+        _at, n, base, shift, stride, dst, first, dfirst = entry[1:9]
+        rebase_offsets_segments_gpu(entry[0], _at, n, base, shift, stride, offsets[w], dst, pos=b.pos[0], first=first, delta=b.delta[0],
+                                    dfirst=dfirst)
+    for key, (owhole, oat, dat, first, dfirst, n, dst) in b.vgathers.items():
+        whole, nbytes = b.vsrc[key][:2]
+        gather_var_segments_gpu(owhole, whole, b.pos[0], b.delta[0], oat, dat, first, dfirst, n, dst, values, nbytes=nbytes)
     for key, (whole, at, n, dst, column, bits, words) in b.masks.items():
         pack_bitmask_segments_gpu(valid.view(np.uint8) if key == "generated" else whole, at, n, dst, column, valid, counters, bits,
                                   words=words)

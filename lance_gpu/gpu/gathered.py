@@ -13,7 +13,8 @@ they are needed, once:
   (:func:`lance_gpu.gpu.combine.combine`): the positions become *runs* of consecutive rows
   (:meth:`Gathered.piece`), each a piece ``[lo, hi)`` of the decoded column, so the values,
   string bytes, offsets and validity bits of a gathered column are written by combining's
-  batched copies, rebases and packs, per source allocation, into the arenas;
+  batched copies, rebases and packs, per source allocation, into the arenas -- or, where the
+  runs are short, by position (a descriptor per column piece, not per run);
 * any other consumer (Arrow, CuPy, device batches, a host probe of a filter's columns) gets
   the column combined in the device layout
   (:meth:`lance_gpu.gpu.device_table.DeviceTable.columns`).

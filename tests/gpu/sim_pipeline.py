@@ -2414,6 +2414,82 @@ def test_gathered_to_cudf_of_every_type_matches_pylance(rich22, fsst, mixed_null
                            [[1, 2, 39, 40, 45, 46, 47, 70, *range(80, 120), 180], [0], [200]], "mixed nulls")
 
 
+def _var_table(n: int) -> pa.Table:
+    """Strings, binary and lists of every shape with nulls, empty values and long ones, for
+    selections written by position (fragments of 30 rows: write with ``max_rows_per_file=30``)."""
+    ids = list(range(n))
+
+    def text(i: int) -> str | None:
+        return None if i % 7 == 3 else "" if i % 5 == 0 else f"{i}:" + "x" * (i % 3 if i % 11 else 45 + i % 9)
+
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "s": pa.array([text(i) for i in ids], pa.string()),
+        "ls": pa.array([text(i + 1) for i in ids], pa.large_string()),
+        "bin": pa.array([None if i % 6 == 1 else bytes([i % 251]) * (i % 4) for i in ids], pa.binary()),
+        "li": pa.array([None if i % 9 == 2 else [] if i % 4 == 0 else list(range(i, i + i % 5)) for i in ids], pa.list_(pa.int32())),
+        "lst": pa.array([None if i % 8 == 5 else [text(i + j) for j in range(i % 4)] for i in ids], pa.list_(pa.string())),
+        "nest": pa.array([None if i % 10 == 7 else [[k for k in range(j)] if (i + j) % 3 else None for j in range(i % 3)] for i in ids],
+                         pa.list_(pa.list_(pa.int16()))),
+        "m": pa.array([None if i % 9 == 4 else [(f"k{j}", i * j) for j in range(i % 3)] for i in ids], pa.map_(pa.string(), pa.int32())),
+        "stl": pa.array([None if i % 6 == 5 else {"l": None if i % 4 == 1 else list(range(i % 3)), "x": i} for i in ids],
+                        pa.struct([("l", pa.list_(pa.int64())), ("x", pa.int32())])),
+    })
+
+
+@pytest.fixture(scope="module")
+def var_rows(root: Path) -> str:
+    uri = str(root / "var_rows")
+    lance.write_dataset(_var_table(120), uri, max_rows_per_file=30)
+    return uri
+
+
+def test_short_runs_of_strings_and_lists_written_by_position_match_pylance(var_rows, fsst, root):
+    """Selections whose runs are short (a filter keeping one row in three, scattered takes
+    with rows repeated and out of order within a fragment, deleted rows in every fragment),
+    one row and none, of strings (plain, FSST, empty, null, long enough for a warp per row),
+    large strings, binary, lists of ints and strings, nested lists, maps and structs holding
+    lists (null and empty lists): ``to_cudf`` is pylance's read in cuDF's layout, the device
+    layout too (``to_table``, ``to_device_batches``)."""
+    cols = _var_table(1).column_names
+    takes = [[1, 4, 2, 2, 9, 33, 31, 31, 30, 58, 61, 100, 97, 98, 119, 119], [0, 2, 4, 6, 8, 10, 12], [45], [5, 5, 5, 5]]
+    _gathers_match_pylance(var_rows, cols, ["id % 3 = 1", "id = 77", "id < 0", "id % 2 = 0 OR id > 100"], takes, "strings and lists")
+    _gathers_match_pylance(fsst, ["id", "text"], ["id % 4 = 2"], [[7, 3, 3, 600, 5, 1299, 1298]], "fsst")
+    dele = str(root / "var_rows_deleted")
+    if not Path(dele).exists():
+        shutil.copytree(var_rows, dele)
+        lance.dataset(dele).delete("id % 3 = 1 OR id % 7 = 0")  # runs of one or two rows in every fragment
+    _gathers_match_pylance(dele, cols, ["id >= 0", "id % 2 = 1"], [], "strings and lists with deletions")
+    ref = lance.dataset(dele).to_table(columns=cols)
+    got, n = lance_gpu.dataset(dele).scanner(columns=cols, on_cpu_fallback="raise").to_cudf_columns()
+    assert n == ref.num_rows
+    _assert_cudf_layout(got, ref, "deletions, no filter")
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts descriptors at the CUDA simulator's API")
+def test_a_scattered_take_writes_strings_and_lists_with_a_descriptor_per_piece(var_rows):
+    """A take of single scattered rows (runs of one row) writes the offsets and bytes of its
+    string, binary and list columns by position: a descriptor per column piece (a fragment's
+    rows of a column), not per run, so the descriptors of combining's offsets and byte
+    launches do not grow with the rows taken (before: one per run and column)."""
+    from collections import Counter
+
+    from traffic import count_device_traffic
+
+    cols = _var_table(1).column_names
+    for step in (3, 2):  # 40 and 60 rows
+        live = list(range(0, 120, step))
+        where: Counter = Counter()
+        with count_device_traffic(where) as c:
+            got, n, ref = _selected_cudf(var_rows, live, cols)
+        _assert_cudf_layout(got, ref, f"take every {step}")
+        offset_columns = sum(1 for col in _every_column(got) if col.offsets is not None)
+        # per fragment (4) and column with offsets: its rows' offsets and its bytes; plus each column's final offset
+        segments = _combining(where).get("offset_byte_segments", 0)
+        assert 0 < segments <= 3 * 4 * offset_columns, (step, segments, offset_columns)
+        assert c["launches"] <= GATHERED_CUDF_LAUNCHES, (step, dict(c))
+
+
 def test_selections_of_a_read_over_the_budget_are_written_out_at_once(rich22):
     """A read that fits the memory budget keeps its selections (deleted rows, a filter's
     survivors) as selections of the decoded columns until they are combined; one over the

@@ -32,7 +32,12 @@ pageable memory is staged by the driver and serialises with the streams.
 ``copy_bytes``
     bytes copied device to device by the batched range copy
     (``cuda_kernels.segments._copy_kernel``: its ``total`` argument) and by the batched row
-    gather by position (``cuda_kernels.pieces._gather_rows_segments_kernel``), per launch;
+    gather by position (``cuda_kernels.pieces._gather_rows_segments_kernel``) and of variable-width
+    rows by position (``_gather_var_segments_kernel``: their bytes), per launch;
+``offset_byte_segments``
+    descriptors (segments) of the launches that write offsets and variable-width bytes by
+    ranges or rows (``segments._copy_kernel``, ``pieces._rebase_kernel``,
+    ``pieces._gather_var_segments_kernel``: their segment count), per launch;
 ``offsets_bytes``
     offsets written by the offsets rebase (``cuda_kernels.pieces._rebase_kernel``: its
     entries times their width), per launch;
@@ -125,9 +130,12 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
                 bump("h2d_pageable", host_args)
                 bump("d2h_blocking", host_args)
             name = getattr(self.fn, "__name__", "")
+            nseg = {"_copy_kernel": 5, "_rebase_kernel": 7, "_gather_var_segments_kernel": 10}.get(name)
+            if nseg is not None:
+                bump("offset_byte_segments", int(args[nseg]))
             if name == "_copy_kernel":
                 bump("copy_bytes", int(args[6]))  # (src, src_starts, dst, dst_starts, prefix, n, total, ...)
-            elif name == "_rebase_kernel":  # (src, at, base, shift, stride, dst, prefix, nseg, total, out, err)
+            elif name == "_rebase_kernel":  # (src, at, base, shift, stride, dst, prefix, nseg, total, out, ...)
                 bump("offsets_bytes", int(args[8]) * int(args[9].dtype.itemsize))
             elif name == "_bitmask_kernel":  # (src, at, counts, dst, column, bits, prefix, nseg, total, ...): words
                 bump("mask_bytes", 4 * int(args[8]))
@@ -135,6 +143,10 @@ def count_device_traffic(where: Counter | None = None) -> Iterator[Counter]:
                 bump("mask_bytes", 4 * int(args[6]))
             elif name == "_gather_rows_segments_kernel":  # (src, pos, at, first, width, dst, prefix, nseg, total, ...): bytes
                 bump("copy_bytes", int(args[8]))
+            elif name == "_gather_var_segments_kernel":  # (offsets, src, pos, delta, at, data, first, dfirst, dst, prefix, ...): bytes
+                offs, pos, at, first, prefix = (copy_to_host(args[i]) for i in (0, 2, 4, 6, 9))
+                rows = np.concatenate([a + pos[f : f + n] for a, f, n in zip(at, first, np.diff(prefix), strict=True)]).astype(np.int64)
+                bump("copy_bytes", int((offs[rows + 1] - offs[rows]).sum()))
             elif name == "_gather_bits_segments_kernel":  # (..., prefix, nseg, total, out, nulls, err): words
                 bump("mask_bytes", 4 * int(args[10]))
             elif name in ("_gather_kernel", "_gather_rows_kernel", "_expand_kernel"):

@@ -176,7 +176,21 @@ def _pipeline_cases():
             {},
             (z(9, u8), z(4, i64), *[z(2, i64)] * 6, z(3, i64), i64(2), i64(3), z(4, u32), z(2, i64), z(1, i32)),
         ),
+        # a selection's string bytes by position (offsets and bytes of one allocation each)
+        (
+            pieces._gather_var_segments_kernel,
+            {},
+            (z(9, i64), z(9, u8), z(4, i64), z(4, i64), *[z(2, i64)] * 5, z(3, i64), i64(2), i64(4), i64(32), z(9, u8), z(1, i32)),
+        ),
     ]
+    for out in (i32, i64):  # offsets rebased, by range or by position, into either width
+        cases.append(
+            (
+                pieces._rebase_kernel,
+                {},
+                (z(9, i64), *[z(2, i64)] * 5, z(3, i64), i64(2), i64(4), z(9, out), i64(1), z(4, i64), z(2, i64), z(4, i64), z(2, i64), z(1, i32)),
+            )
+        )
     from cuda_kernels import utf8
 
     for out in (i32, i64):  # the variable-width check, writing cuDF offsets in either width

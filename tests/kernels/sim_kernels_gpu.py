@@ -1084,6 +1084,72 @@ def test_gather_rows_segments_match_cpu_and_take(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_var_rows_by_position_match_cpu_and_take(seed):
+    """A selection's variable-width rows (any order, repeats, empty rows) of two columns whose
+    offsets share one int64 buffer, by shared host positions: the offsets rebased by
+    position (each row moved by its run's delta, plain segments in the same launch) and the
+    bytes copied to where those offsets say, a thread or a warp per row: the GPU equals the
+    CPU reference, which equals the rows taken one by one (Arrow's take); a position past a
+    column's offsets and bytes past the source are refused."""
+    from cuda_kernels.pieces import gather_var_segments, gather_var_segments_gpu, rebase_offsets_segments, rebase_offsets_segments_gpu
+
+    rng = np.random.default_rng(seed)
+    lens = [rng.integers(0, (3, 40, 90, 0)[seed] + 1, 12) for _ in range(2)]
+    offs = [np.concatenate([[0], np.cumsum(k)]).astype(np.int64) for k in lens]
+    buf = np.concatenate([np.full(3, 99), offs[0], np.full(2, 99), offs[1]]).astype(np.int64)  # column c's offsets at item at[c]
+    col_at = [3, 3 + offs[0].size + 2]
+    data = rng.integers(0, 256, int(offs[0][-1] + offs[1][-1]) + 20, dtype=np.uint8)
+    col_data = [5, 5 + int(offs[0][-1]) + 7]  # column c's bytes from byte col_data[c] of data
+    pos = np.concatenate([rng.permutation(12)[:7], rng.integers(0, 12, 5), [4, 4]]).astype(np.int64)
+    # three selections: rows pos[0:7] of column 0, pos[7:14] of column 0, all of pos of column 1;
+    # each row moved so the selection's rows land one after the other from the segment's start
+    segs = [(0, 0, 7), (0, 7, 7), (1, 0, pos.size)]
+    at, data_at, first, counts, dfirst, delta, dst_off, dst_byte, want_offs, want_bytes = [], [], [], [], [], [], [], [], [], []
+    row = byte = 0
+    for c, f, n in segs:
+        p = pos[f : f + n]
+        k = offs[c][p + 1] - offs[c][p]
+        before = np.concatenate([[0], np.cumsum(k)[:-1]]).astype(np.int64)
+        at.append(col_at[c]); data_at.append(col_data[c]); first.append(f); counts.append(n); dfirst.append(len(delta) and sum(map(len, delta)))
+        delta.append(before - offs[c][p])
+        dst_off.append(row); dst_byte.append(byte)
+        want_offs.append(byte + before)
+        want_bytes.append(b"".join(data[col_data[c] + offs[c][q] : col_data[c] + offs[c][q + 1]].tobytes() for q in p))
+        row += n + 1
+        byte += int(k.sum()) + 3
+    delta = np.concatenate(delta)
+    # offsets: by position (shift: the segment's first byte), and a plain segment in the same launch
+    want = rebase_offsets_segments(buf, [*at, col_at[1]], [*counts, 3], [0, 0, 0, 5], dst_byte + [100], [0] * 4, np.zeros(row + 3, np.int64),
+                                   [*dst_off, row], pos=pos, first=[*first, -1], delta=delta, dfirst=[*dfirst, 0])
+    for d, w, n in zip(dst_off, want_offs, counts, strict=True):
+        np.testing.assert_array_equal(want[d : d + n], w)
+    np.testing.assert_array_equal(want[row : row + 3], buf[col_at[1] : col_at[1] + 3] - 5 + 100)
+    got = rebase_offsets_segments_gpu(cuda.to_device(buf), [*at, col_at[1]], [*counts, 3], [0, 0, 0, 5], dst_byte + [100], [0] * 4,
+                                      cuda.to_device(np.zeros(row + 3, np.int32)), [*dst_off, row], pos=pos, first=[*first, -1],
+                                      delta=delta, dfirst=[*dfirst, 0])
+    np.testing.assert_array_equal(h(got), want)
+    # bytes
+    out_n = byte + 5
+    want = gather_var_segments(buf, data, pos, delta, at, data_at, first, dfirst, counts, dst_byte, np.zeros(out_n, np.uint8))
+    for b, w in zip(dst_byte, want_bytes, strict=True):
+        assert want[b : b + len(w)].tobytes() == w
+    for warp in (False, True):
+        got = gather_var_segments_gpu(cuda.to_device(buf), cuda.to_device(data), pos, delta, at, data_at, first, dfirst, counts, dst_byte,
+                                      cuda.to_device(np.zeros(out_n, np.uint8)), warp_copy=warp)
+        np.testing.assert_array_equal(h(got), want)
+    with pytest.raises(CorruptInputError):  # a position past the column's offsets
+        rebase_offsets_segments_gpu(cuda.to_device(offs[0]), [0], [1], [0], [0], [0], cuda.to_device(np.zeros(1, np.int64)), [0],
+                                    pos=[13], first=[0], delta=[0], dfirst=[0])
+    with pytest.raises(CorruptInputError):
+        gather_var_segments_gpu(cuda.to_device(offs[0]), cuda.to_device(data), [12], [0], [0], [0], [0], [0], [1], [0],
+                                cuda.to_device(np.zeros(out_n, np.uint8)))
+    if int(offs[0][-1]):
+        with pytest.raises(CorruptInputError):  # bytes past the source
+            gather_var_segments_gpu(cuda.to_device(buf), cuda.to_device(data[:1]), pos, delta, at, data_at, first, dfirst, counts,
+                                    dst_byte, cuda.to_device(np.zeros(out_n, np.uint8)))
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_gather_bits_segments_match_cpu_and_the_packed_take(seed):
     """Validity gathered by shared host positions from bool bytes and from bitmask words
     (any source bit offset) to any destination bit, OR-ed into shared words, with per-column
