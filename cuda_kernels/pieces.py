@@ -63,7 +63,7 @@ segment primitives do.  The CPU functions of the same names are the references.
 import numpy as np
 
 from . import _device
-from ._target import LAZY_CUDA, gpu_kernel
+from ._target import LAZY_CUDA, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 from .gather import WARP_COPY_MIN_AVERAGE, copy_strided
 from .segments import _descriptor, _i64, _prefix_host, _segment_of
@@ -246,6 +246,21 @@ def count_zero_bits(words, offset, n):
 # --------------------------------------------------------------------------
 
 
+@dual
+def _word_of_segment(prefix, nseg, k, dst, counts):
+    """Thread ``k`` of a launch over destination words: its segment ``s``, the segment's
+    first destination bit ``d0``, the word ``word`` it writes and the segment's bits
+    ``[lo, hi)`` in that word (at most 32: a segment's first and last words are partial),
+    for segments of ``counts[s]`` bits from bit ``dst[s]`` (``prefix``: their word counts'
+    exclusive scan, what :func:`segment_words` gives)."""
+    s = _segment_of(prefix, nseg, k)
+    d0 = np.int64(dst[s])
+    word = (d0 >> 5) + (k - np.int64(prefix[s]))
+    lo = max(d0, word * 32)
+    hi = min(d0 + np.int64(counts[s]), word * 32 + 32)
+    return s, d0, word, lo, hi
+
+
 @gpu_kernel
 def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, bypos, pos, first, delta, dfirst, err):
     k = cuda.grid(1)
@@ -288,13 +303,7 @@ def _bitmask_kernel(src, at, counts, dst, column, bits, prefix, nseg, total, out
     k = cuda.grid(1)
     if k >= total:
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
-    d0 = np.int64(dst[s])
-    n = np.int64(counts[s])
-    word = (d0 >> 5) + rel
-    lo = max(d0, word * 32)
-    hi = min(d0 + n, word * 32 + 32)
+    s, d0, word, lo, hi = _word_of_segment(prefix, nseg, k, dst, counts)
     nb = hi - lo
     a = np.int64(at[s])
     from_bits = a >= 0 and bits[s] != 0
@@ -374,13 +383,7 @@ def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits,
     k = cuda.grid(1)
     if k >= total:
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
-    d0 = np.int64(dst[s])
-    n = np.int64(counts[s])
-    word = (d0 >> 5) + rel
-    lo = max(d0, word * 32)
-    hi = min(d0 + n, word * 32 + 32)
+    s, d0, word, lo, hi = _word_of_segment(prefix, nseg, k, dst, counts)
     a = np.int64(at[s])
     f = np.int64(first[s])
     from_bits = bits[s] != 0
