@@ -23,8 +23,13 @@ dst_starts=[0, 2])`` writes ``b"efabc"``.
 
 Every GPU kernel here finds its segment by a binary search over the segments'
 *prefix* (the exclusive scan of their sizes), so work is split evenly however
-the sizes vary: one thread per output item, or per ``bytes_per_thread`` bytes
-for the byte copies and fills.  Out-of-bounds sources or destinations never
+the sizes vary: one thread per output item, per ``bytes_per_thread`` bytes for
+the fills, and one warp per ``32 * bytes_per_thread`` bytes (a *tile*) for the
+copies.  A warp copies its tile's ranges with lanes on consecutive 8-byte words
+of the destination (one aligned source word each, or two funnel-shifted where
+source and destination sit at different offsets within a word), a lane per range
+where the tile's ranges are short (:func:`_copy_tile`, :func:`_copy_span`; the
+binary gather's copies share that core).  Out-of-bounds sources or destinations never
 read or write outside their arrays: the CPU raises
 :class:`~cuda_kernels.errors.CorruptInputError`, GPU kernels OR the device
 error flag and the wrapper raises the same error.
@@ -55,8 +60,8 @@ __all__ = [
     "remap_segments_gpu",
 ]
 
-# Bytes per thread in the copy and fill kernels: enough to amortise the segment
-# search, small enough to balance work across threads.
+# Bytes per thread in the copy and fill kernels (a copy's warp takes 32 times as many):
+# enough to amortise the segment search, small enough to balance work across threads.
 BYTES_PER_THREAD = 16
 # The CUDA simulator runs every thread as a Python thread: fewer, longer ones.
 _SIM_BYTES_PER_THREAD = 1024
@@ -91,32 +96,104 @@ def _segment_of(prefix, nseg, k):
     return s
 
 
+#: Bytes per word of the copies' wide loads and stores (a ``uint64`` view of each side).
+WORD = 8
+#: Lanes of a warp: the GPU copy gives each warp a tile of the concatenated ranges.
+WARP = 32
+
+
 @dual
-def _copy_piece(src, src_starts, dst, dst_starts, prefix, nranges, lo, hi):
-    """Copy the bytes ``lo..hi`` of the concatenated ranges; False if one is out of bounds."""
+def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
+    """Copy ``src[s : s + n]`` to ``dst[d : d + n]`` (both checked by the caller), the share of
+    lane ``lane`` of ``nlanes`` cooperating lanes (0 of 1: all of it).
+
+    ``src_w`` / ``dst_w`` are ``uint64`` views of the whole aligned words inside ``src`` /
+    ``dst``, word 0 at byte ``src_w0`` / ``dst_w0`` (:func:`word_view`).  The span is cut at
+    ``dst``'s word boundaries: the whole destination words inside it are stored 8 bytes at a
+    time, lane ``l`` taking words ``l, l + nlanes, ...`` (consecutive lanes, consecutive words),
+    each loaded as one aligned source word where source and destination share their offset
+    within a word, else as two neighbouring aligned words funnel-shifted together (the shift is
+    the same for every word of the span).  The bytes before the first and after the last such
+    word (up to 7 at each end, more only where the span meets an end of ``src`` that its
+    aligned words do not cover) are copied one at a time, lanes on consecutive bytes.  Partial
+    words are never stored wide: they may hold another span's bytes, written by another thread.
+    """
+    if n <= 0:
+        return
+    end = d + n
+    # whole destination words j0..j1 inside the span
+    j0 = np.int64(0)
+    if d > dst_w0:
+        j0 = (d - dst_w0 + 7) >> 3
+    j1 = np.int64(0)
+    if end > dst_w0:
+        j1 = min((end - dst_w0) >> 3, dst_w.shape[0])
+    # destination word j reads the source bytes from 8 * j + c of src_w: word j + ab, shifted by sh bytes
+    c = dst_w0 + (s - d) - src_w0
+    ab = c >> 3
+    sh = c & 7
+    j0 = max(j0, -ab)  # and both source words inside src_w
+    j1 = min(j1, src_w.shape[0] - ab - (1 if sh else 0))
+    if j1 <= j0:  # no whole word: every byte alone
+        j0 = j1 = (end - dst_w0 + 7) >> 3
+    head = min(dst_w0 + 8 * j0 - d, n)
+    i = np.int64(lane)
+    while i < head:
+        dst[d + i] = src[s + i]
+        i += nlanes
+    j = j0 + lane
+    if sh == 0:
+        while j < j1:
+            dst_w[j] = src_w[j + ab]
+            j += nlanes
+    else:
+        right = np.uint64(8 * sh)
+        left = np.uint64(64 - 8 * sh)
+        while j < j1:
+            dst_w[j] = (src_w[j + ab] >> right) | (src_w[j + ab + 1] << left)
+            j += nlanes
+    i = max(dst_w0 + 8 * j1 - d, head) + lane
+    while i < n:
+        dst[d + i] = src[s + i]
+        i += nlanes
+
+
+@dual
+def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, lane, nlanes):
+    """Copy the bytes ``lo..hi`` of the concatenated ranges with ``nlanes`` lanes (this is lane
+    ``lane``); False if a range reaches outside ``src`` or ``dst``.
+
+    The lanes form groups of ``g`` (a power of two, ``g * 8`` bytes at most the tile's average
+    bytes per range): short ranges get a lane each, long ones up to all lanes, so that lanes
+    store consecutive destination words wherever ranges are long enough to have them
+    (:func:`_copy_span`).  Group ``k`` copies the tile's ranges ``k, k + nlanes / g, ...``.
+    """
     ok = True
     if lo >= hi:
         return ok
-    r = _segment_of(prefix, nranges, lo)
-    k = lo
+    r0 = _segment_of(prefix, nranges, lo)
+    r1 = _segment_of(prefix, nranges, hi - 1)
+    per_range = (hi - lo) // (r1 - r0 + 1)
+    g = np.int64(nlanes)
+    while g > 1 and g * WORD > per_range:
+        g >>= 1
+    r = r0 + lane // g
+    sub = lane % g
     nsrc = src.shape[0]
     ndst = dst.shape[0]
-    while k < hi:
-        while np.int64(prefix[r + 1]) <= k:
-            r += 1
-        stop = np.int64(prefix[r + 1])
-        if stop > hi:
-            stop = hi
-        rel = k - np.int64(prefix[r])
-        s = np.int64(src_starts[r]) + rel
-        d = np.int64(dst_starts[r]) + rel
-        n = stop - k
-        if s < 0 or d < 0 or s + n > nsrc or d + n > ndst:
-            ok = False
-        else:
-            for q in range(n):
-                dst[d + q] = src[s + q]
-        k = stop
+    while r <= r1:
+        p = np.int64(prefix[r])
+        a = max(p, lo)
+        b = min(np.int64(prefix[r + 1]), hi)
+        if a < b:
+            s = np.int64(src_starts[r]) + (a - p)
+            d = np.int64(dst_starts[r]) + (a - p)
+            n = b - a
+            if s < 0 or d < 0 or s + n > nsrc or d + n > ndst:
+                ok = False
+            else:
+                _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, sub, g)
+        r += nlanes // g
     return ok
 
 
@@ -180,14 +257,14 @@ def _expand_one(starts, offsets, nranges, k, out):
 
 
 @cpu_driver
-def _copy_cpu(src, src_starts, dst, dst_starts, prefix, nranges):
+def _copy_cpu(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges):
     total = np.int64(prefix[nranges])
     step = np.int64(4096)
     ok = True
     lo = np.int64(0)
     while lo < total:
         hi = min(lo + step, total)
-        if not _copy_piece(src, src_starts, dst, dst_starts, prefix, nranges, lo, hi):
+        if not _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, 0, 1):
             ok = False
         lo = hi
     return ok
@@ -236,14 +313,17 @@ def _expand_cpu(starts, offsets, nranges, out):
 
 
 @gpu_kernel
-def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_thread, err):
+def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_thread, err, src_w, src_w0, dst_w, dst_w0):
+    """Warp ``w`` copies the bytes ``w * 32 * per_thread`` .. ``+ 32 * per_thread`` of the
+    concatenated ranges (:func:`_copy_tile`; ``src_w`` / ``dst_w``: :func:`word_view`)."""
     t = cuda.grid(1)
-    lo = np.int64(t) * per_thread
+    tile = WARP * per_thread
+    lo = np.int64(t // WARP) * tile
     total = min(total, np.int64(prefix[nranges]))  # ``total`` may be a bound (see copy_ranges_gpu)
     if lo >= total:
         return
-    hi = min(lo + per_thread, total)
-    if not _copy_piece(src, src_starts, dst, dst_starts, prefix, nranges, lo, hi):
+    hi = min(lo + tile, total)
+    if not _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, t % WARP, WARP):
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
 
 
@@ -357,6 +437,25 @@ def _as_bytes_host(a, name):
     return a.reshape(-1).view(np.uint8)
 
 
+def _address(a) -> int:
+    """The address of a host, device or simulator array's first byte."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    host = getattr(a, "_ary", a)  # the simulator's device arrays wrap a numpy array
+    return int(host.__array_interface__["data"][0])
+
+
+def word_view(a):
+    """``(words, w0)``: a ``uint64`` view of the whole 8-byte-aligned words inside the 1-D byte
+    array ``a`` (host or device) and the byte of ``a`` where word 0 starts (0..7; the view is
+    empty when ``a`` holds no aligned word).  What the copies' wide loads and stores go through."""
+    n = a.shape[0]
+    w0 = min(-_address(a) % WORD, n)
+    m = (n - w0) // WORD
+    return a[w0 : w0 + WORD * m].view(np.uint64), np.int64(w0)
+
+
 def _as_bytes_device(a):
     d = _device.to_device(a)
     if np.dtype(d.dtype) != np.uint8:
@@ -399,14 +498,16 @@ def copy_ranges(src, src_starts, lengths, dst, dst_starts):
     if ss.size != n or dd.size != n:
         msg = "src_starts, lengths and dst_starts must have the same length"
         raise ValueError(msg)
-    if n and not _copy_cpu(s, ss, d, dd, prefix, n):
+    if n and not _copy_cpu(s, *word_view(s), ss, d, *word_view(d), dd, prefix, n):
         msg = "copy_ranges: a range reaches outside its source or destination"
         raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
     return dst
 
 
 def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None, bytes_per_thread=None, threads_per_block=128):
-    """GPU twin of :func:`copy_ranges` (one launch for all ranges; ``dst`` is written in place).
+    """GPU twin of :func:`copy_ranges` (one launch for all ranges; ``dst`` is written in place):
+    warp ``w`` copies the bytes ``w * 32 * bytes_per_thread`` .. ``+ 32 * bytes_per_thread``
+    of the concatenated ranges, storing whole aligned 8-byte words of ``dst`` (module docstring).
 
     ``src`` / ``dst`` are device arrays of any dtype (addressed in bytes); the range
     descriptors may be host or device integer arrays.  With device ``lengths``, their total
@@ -428,8 +529,11 @@ def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None
     if n and total:
         per = _per_thread(bytes_per_thread)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(-(-total // per), threads_per_block)
-        _copy_kernel.get()[blocks, tpb](d_src, d_ss, d_dst, d_dd, prefix, np.int64(n), np.int64(total), np.int64(per), err)
+        tpb = -(-int(threads_per_block) // WARP) * WARP  # whole warps: a warp shares a tile
+        blocks, tpb = _device.launch_dims(WARP * -(-total // (WARP * per)), tpb)
+        _copy_kernel.get()[blocks, tpb](
+            d_src, d_ss, d_dst, d_dd, prefix, np.int64(n), np.int64(total), np.int64(per), err, *word_view(d_src), *word_view(d_dst)
+        )
         raise_if_flagged(err, "copy_ranges_gpu")
     return dst
 
