@@ -9,7 +9,9 @@ counted:
   ``ld.global.v2.u64`` sixteen), over the whole kernel and in its innermost loops;
 * in the innermost loops (a label and the last backward branch to it, with no other loop
   inside): instructions, 64-bit integer operations (``add/sub/mul/mad/shl/shr/and/or/setp``...
-  on ``.s64/.u64/.b64``) and 32-bit ones.
+  on ``.s64/.u64/.b64``) and 32-bit ones;
+* registers per thread, where ``ptxas`` is on the PATH (it assembles for sm_90; a PTX
+  ``.version`` newer than it knows is lowered to its own: the kernels use nothing newer).
 
 The loops are what a thread executes per byte or word copied, so "instructions per byte" of a
 copy loop is its instruction count over the bytes its loads move.  Usage::
@@ -23,7 +25,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -85,6 +90,26 @@ def census(ptx: str) -> dict:
     return {"mem": dict(whole), "loops": loops}
 
 
+def registers(ptx: str) -> int | None:
+    """Registers per thread ``ptxas -arch=sm_90`` gives the kernel (None without ptxas)."""
+    if shutil.which("ptxas") is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        for _attempt in range(2):
+            src.write_text(ptx)
+            proc = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                                  capture_output=True, text=True, timeout=300, check=False)
+            out = proc.stdout + proc.stderr
+            if m := re.search(r"Used (\d+) registers", out):
+                return int(m.group(1))
+            if m := re.search(r"current version is '([\d.]+)'", out):
+                ptx = re.sub(r"^\.version [\d.]+", f".version {m.group(1)}", ptx, count=1, flags=re.M)
+                continue
+            return None
+    return None
+
+
 def _kernels():
     """``(label, kernel, constants, example arguments)`` of the kernels counted."""
     import numpy as np
@@ -119,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     disp.get_current_device = lambda: _Sm90()
     from cuda_kernels._target import _rebind
 
-    print("| kernel | global loads (whole kernel) | global stores | innermost loops: instructions, loads / stores, int64 / int32 ops, bytes stored |")
-    print("|---|---|---|---|")
+    print("| kernel | registers | global loads (whole kernel) | global stores | innermost loops: instructions, loads / stores, "
+          "int64 / int32 ops, bytes stored |")
+    print("|---|---|---|---|---|")
     for label, kernel, consts, example in _kernels():
         sig = tuple(numba.typeof(a) for a in example)
         ptx, _ = cuda.compile_ptx(_rebind(kernel.py, "gpu", consts), sig, cc=(9, 0))
@@ -135,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{lp['int64']}/{lp['int32']}, {lp['stored']} B"
             for lp in c["loops"]
         )
-        print(f"| {label} | {loads} | {stores} | {loops} |")
+        print(f"| {label} | {registers(ptx) or '?'} | {loads} | {stores} | {loops} |")
     return 0
 
 

@@ -102,24 +102,15 @@ WORD = 8
 WARP = 32
 
 
-@dual
-def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
-    """Copy ``src[s : s + n]`` to ``dst[d : d + n]`` (both checked by the caller), the share of
-    lane ``lane`` of ``nlanes`` cooperating lanes (0 of 1: all of it).
+#: The most bytes :func:`_copy_chunk` copies in one call: its loops count in 32 bits.
+CHUNK_BYTES = 1 << 30
 
-    ``src_w`` / ``dst_w`` are ``uint64`` views of the whole aligned words inside ``src`` /
-    ``dst``, word 0 at byte ``src_w0`` / ``dst_w0`` (:func:`word_view`).  The span is cut at
-    ``dst``'s word boundaries: the whole destination words inside it are stored 8 bytes at a
-    time, lane ``l`` taking words ``l, l + nlanes, ...`` (consecutive lanes, consecutive words),
-    each loaded as one aligned source word where source and destination share their offset
-    within a word, else as two neighbouring aligned words funnel-shifted together (the shift is
-    the same for every word of the span).  The bytes before the first and after the last such
-    word (up to 7 at each end, more only where the span meets an end of ``src`` that its
-    aligned words do not cover) are copied one at a time, lanes on consecutive bytes.  Partial
-    words are never stored wide: they may hold another span's bytes, written by another thread.
-    """
-    if n <= 0:
-        return
+
+@dual
+def _copy_chunk(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
+    """:func:`_copy_span` of at most :data:`CHUNK_BYTES` bytes: positions and word indices of
+    the arrays stay 64-bit (unsigned: no negative-index fix-up), every loop counts bytes or
+    words relative to the span in 32 bits."""
     end = d + n
     # whole destination words j0..j1 inside the span
     j0 = np.int64(0)
@@ -136,26 +127,58 @@ def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
     j1 = min(j1, src_w.shape[0] - ab - (1 if sh else 0))
     if j1 <= j0:  # no whole word: every byte alone
         j0 = j1 = (end - dst_w0 + 7) >> 3
-    head = min(dst_w0 + 8 * j0 - d, n)
-    i = np.int64(lane)
+    step = np.uint32(nlanes)
+    sb = np.uint64(s)
+    db = np.uint64(d)
+    head = np.uint32(min(dst_w0 + 8 * j0 - d, n))
+    i = np.uint32(lane)
     while i < head:
-        dst[d + i] = src[s + i]
-        i += nlanes
-    j = j0 + lane
+        dst[db + i] = src[sb + i]
+        i = np.uint32(i + step)
+    m = np.uint32(max(j1 - j0, 0))
+    dwb = np.uint64(max(j0, 0))
+    swb = np.uint64(max(j0 + ab, 0))
+    j = np.uint32(lane)
     if sh == 0:
-        while j < j1:
-            dst_w[j] = src_w[j + ab]
-            j += nlanes
+        while j < m:
+            dst_w[dwb + j] = src_w[swb + j]
+            j = np.uint32(j + step)
     else:
         right = np.uint64(8 * sh)
         left = np.uint64(64 - 8 * sh)
-        while j < j1:
-            dst_w[j] = (src_w[j + ab] >> right) | (src_w[j + ab + 1] << left)
-            j += nlanes
-    i = max(dst_w0 + 8 * j1 - d, head) + lane
-    while i < n:
-        dst[d + i] = src[s + i]
-        i += nlanes
+        while j < m:
+            dst_w[dwb + j] = (src_w[swb + j] >> right) | (src_w[swb + j + np.uint32(1)] << left)
+            j = np.uint32(j + step)
+    i = np.uint32(max(dst_w0 + 8 * j1 - d, head) + lane)
+    stop = np.uint32(n)
+    while i < stop:
+        dst[db + i] = src[sb + i]
+        i = np.uint32(i + step)
+
+
+@dual
+def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
+    """Copy ``src[s : s + n]`` to ``dst[d : d + n]`` (both checked by the caller), the share of
+    lane ``lane`` of ``nlanes`` cooperating lanes (0 of 1: all of it).
+
+    ``src_w`` / ``dst_w`` are ``uint64`` views of the whole aligned words inside ``src`` /
+    ``dst``, word 0 at byte ``src_w0`` / ``dst_w0`` (:func:`word_view`).  The span is cut at
+    ``dst``'s word boundaries: the whole destination words inside it are stored 8 bytes at a
+    time, lane ``l`` taking words ``l, l + nlanes, ...`` (consecutive lanes, consecutive words),
+    each loaded as one aligned source word where source and destination sit at the same offset
+    within a word, else as two neighbouring aligned words funnel-shifted together (the shift is
+    the same for every word of the span).  The bytes before the first and after the last such
+    word (up to 7 at each end, more only where the span meets an end of ``src`` that its
+    aligned words do not cover) are copied one at a time, lanes on consecutive bytes.  Partial
+    words are never stored wide: they may hold another span's bytes, written by another thread.
+    A span is copied in pieces of :data:`CHUNK_BYTES` (one, below 1 GiB): the loops inside a
+    piece count in 32 bits.
+    """
+    k = np.int64(0)
+    while k < n:
+        m = min(n - k, CHUNK_BYTES)
+        _copy_chunk(src, src_w, src_w0, dst, dst_w, dst_w0, s + k, d + k, m, lane, nlanes)
+        k += m
 
 
 @dual
@@ -177,14 +200,19 @@ def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, p
     g = np.int64(nlanes)
     while g > 1 and g * WORD > per_range:
         g >>= 1
-    r = r0 + lane // g
+    # the tile's ranges r0 + k counted in 32 bits (fewer than 2 ** 31 ranges: copy_ranges_gpu)
+    count = np.uint32(r1 - r0 + 1)
+    step = np.uint32(nlanes // g)
+    k = np.uint32(lane // g)
     sub = lane % g
+    base = np.uint64(r0)
     nsrc = src.shape[0]
     ndst = dst.shape[0]
-    while r <= r1:
+    while k < count:
+        r = base + k
         p = np.int64(prefix[r])
         a = max(p, lo)
-        b = min(np.int64(prefix[r + 1]), hi)
+        b = min(np.int64(prefix[r + np.uint32(1)]), hi)
         if a < b:
             s = np.int64(src_starts[r]) + (a - p)
             d = np.int64(dst_starts[r]) + (a - p)
@@ -193,7 +221,7 @@ def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, p
                 ok = False
             else:
                 _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, sub, g)
-        r += nlanes // g
+        k = np.uint32(k + step)
     return ok
 
 
@@ -525,6 +553,9 @@ def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None
     n = d_ss.shape[0]
     if d_dd.shape[0] != n or prefix.shape[0] != n + 1:
         msg = "src_starts, lengths and dst_starts must have the same length"
+        raise ValueError(msg)
+    if n >= 1 << 31:  # the kernel counts a tile's ranges in 32 bits
+        msg = f"copy_ranges_gpu: {n} ranges, at most 2 ** 31 - 1 in one call"
         raise ValueError(msg)
     if n and total:
         per = _per_thread(bytes_per_thread)
