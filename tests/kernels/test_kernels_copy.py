@@ -45,24 +45,26 @@ def test_word_view_covers_the_whole_aligned_words():
             np.testing.assert_array_equal(words.view(np.uint8), a[w0 : w0 + WORD * words.size])
 
 
-@pytest.mark.parametrize("nlanes", [1, 3, 32])
-def test_copy_span_every_alignment_and_length(nlanes):
-    """Every source / destination offset within a word, lengths 0..40 (no whole word up to
-    several), spans touching both ends of both arrays; lanes 0..nlanes-1 together copy the
-    span once, nothing outside it is written."""
+@pytest.mark.parametrize(("nlanes", "compiled"), [(1, True), (3, True), (32, True), (3, False)])
+def test_copy_span_every_alignment_and_length(nlanes, compiled):
+    """Every source / destination offset within a word, lengths 0..25, 31 and 40 (no whole
+    word up to several), spans touching both ends of both arrays; lanes 0..nlanes-1 together copy the
+    span once, nothing outside it is written.  The core compiled (numba's integer typing, as
+    on the GPU) and as plain Python (NumPy's, as under the CUDA simulator)."""
     rng = np.random.default_rng(nlanes)
+    copy_span = _copy_span.cpu if compiled else _copy_span
     for so in range(8):
         for do in range(8):
             src = _unaligned(rng, 64, so)
             sw, sw0 = word_view(src)
-            for n in range(41):
-                for s in {0, 3, 64 - n, max(0, (64 - n) // 2)}:
-                    for d in {0, 5, 48 - n} if n <= 48 else {0}:
-                        dst = _unaligned(rng, 48 if n <= 48 else 64, do, fill=0xEE)
+            for n in [*range(26), 31, 40]:
+                for s in {0, 64 - n}:  # at both ends of src (its offset within a word: so)
+                    for d in {0, 48 - n}:
+                        dst = _unaligned(rng, 48, do, fill=0xEE)
                         want = reference(src, [s], [n], dst, [d])
                         dw, dw0 = word_view(dst)
                         for lane in range(nlanes):
-                            _copy_span(src, sw, sw0, dst, dw, dw0, np.int64(s), np.int64(d), np.int64(n), lane, nlanes)
+                            copy_span(src, sw, sw0, dst, dw, dw0, np.int64(s), np.int64(d), np.int64(n), np.int64(lane), np.int64(nlanes))
                         np.testing.assert_array_equal(dst, want, err_msg=f"so={so} do={do} s={s} d={d} n={n}")
 
 
