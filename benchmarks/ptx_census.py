@@ -123,6 +123,8 @@ def _kernels():
     return [
         ("segments._copy_kernel", segments._copy_kernel, {},
          (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), *words)),
+        ("segments._fill_kernel", segments._fill_kernel, {},
+         (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), z(1, u64), i64(0))),
         ("gather._binary_copy_kernel (thread per item)", gather._binary_copy_kernel, {},
          (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), *words)),
         ("gather._binary_copy_warps_kernel (warp per item)", gather._binary_copy_warps_kernel, {},

@@ -182,6 +182,23 @@ def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
 
 
 @dual
+def _tile_ranges(prefix, nranges, lo, hi, lane, nlanes):
+    """How ``nlanes`` lanes split the ranges of the tile ``lo..hi`` (bytes of the concatenated
+    ranges): ``(base, count, first, step, sub, g)``.  The tile holds ranges ``base ..
+    base + count``; lanes form groups of ``g`` (a power of two, ``g * 8`` bytes at most the
+    tile's average bytes per range: short ranges get a lane each, long ones up to all lanes);
+    this lane's group takes ranges ``base + first, base + first + step, ...`` and is lane
+    ``sub`` of it.  Counts are 32-bit (fewer than 2 ** 31 ranges: the wrappers check)."""
+    r0 = _segment_of(prefix, nranges, lo)
+    r1 = _segment_of(prefix, nranges, hi - 1)
+    per_range = (hi - lo) // (r1 - r0 + 1)
+    g = np.int64(nlanes)
+    while g > 1 and g * WORD > per_range:
+        g >>= 1
+    return np.uint64(r0), np.uint32(r1 - r0 + 1), np.uint32(lane // g), np.uint32(nlanes // g), lane % g, g
+
+
+@dual
 def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, lane, nlanes):
     """Copy the bytes ``lo..hi`` of the concatenated ranges with ``nlanes`` lanes (this is lane
     ``lane``); False if a range reaches outside ``src`` or ``dst``.
@@ -194,18 +211,7 @@ def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, p
     ok = True
     if lo >= hi:
         return ok
-    r0 = _segment_of(prefix, nranges, lo)
-    r1 = _segment_of(prefix, nranges, hi - 1)
-    per_range = (hi - lo) // (r1 - r0 + 1)
-    g = np.int64(nlanes)
-    while g > 1 and g * WORD > per_range:
-        g >>= 1
-    # the tile's ranges r0 + k counted in 32 bits (fewer than 2 ** 31 ranges: copy_ranges_gpu)
-    count = np.uint32(r1 - r0 + 1)
-    step = np.uint32(nlanes // g)
-    k = np.uint32(lane // g)
-    sub = lane % g
-    base = np.uint64(r0)
+    base, count, k, step, sub, g = _tile_ranges(prefix, nranges, lo, hi, lane, nlanes)
     nsrc = src.shape[0]
     ndst = dst.shape[0]
     while k < count:
@@ -226,32 +232,73 @@ def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, p
 
 
 @dual
-def _fill_piece(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi):
-    """Fill bytes ``lo..hi`` of the concatenated segments; False if one is out of bounds."""
+def _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, phase, d, n, lane, nlanes):
+    """Fill ``dst[d : d + n]`` (checked by the caller, ``n`` below 2 ** 31) with the pattern
+    ``patterns[p0 : p0 + plen]`` repeated from its byte ``phase``: the share of lane ``lane``
+    of ``nlanes``.  Where ``plen`` divides 8 every whole destination word inside the span
+    holds the same 8 bytes, built once and stored wide by lanes on consecutive words (as
+    :func:`_copy_span`); other bytes (the edges, and every byte of other pattern lengths) one
+    at a time, lanes on consecutive bytes."""
+    end = d + n
+    j0 = np.int64(0)
+    if d > dst_w0:
+        j0 = (d - dst_w0 + 7) >> 3
+    j1 = np.int64(0)
+    if end > dst_w0:
+        j1 = min((end - dst_w0) >> 3, dst_w.shape[0])
+    if j1 <= j0 or WORD % plen != 0:  # no whole word, or words that differ: every byte alone
+        j0 = j1 = (end - dst_w0 + 7) >> 3
+    step = np.uint32(nlanes)
+    db = np.uint64(d)
+    head = np.uint32(min(dst_w0 + 8 * j0 - d, n))
+    i = np.uint32(lane)
+    while i < head:
+        dst[db + i] = patterns[p0 + (phase + i) % plen]
+        i = np.uint32(i + step)
+    m = np.uint32(max(j1 - j0, 0))
+    if m > 0:
+        o = phase + head  # the pattern byte at the first whole word
+        v = np.uint64(0)
+        for q in range(WORD):
+            v |= np.uint64(patterns[p0 + (o + q) % plen]) << np.uint64(8 * q)
+        dwb = np.uint64(j0)
+        j = np.uint32(lane)
+        while j < m:
+            dst_w[dwb + j] = v
+            j = np.uint32(j + step)
+    i = np.uint32(max(dst_w0 + 8 * j1 - d, head) + lane)
+    stop = np.uint32(n)
+    while i < stop:
+        dst[db + i] = patterns[p0 + (phase + i) % plen]
+        i = np.uint32(i + step)
+
+
+@dual
+def _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi, lane, nlanes):
+    """Fill the bytes ``lo..hi`` of the concatenated segments with ``nlanes`` lanes (this is
+    lane ``lane``; groups of lanes per segment as :func:`_copy_tile`); False if a segment
+    reaches outside ``dst`` or its pattern outside ``patterns``."""
     ok = True
     if lo >= hi:
         return ok
-    r = _segment_of(prefix, nseg, lo)
-    k = lo
+    base, count, k, step, sub, g = _tile_ranges(prefix, nseg, lo, hi, lane, nlanes)
     ndst = dst.shape[0]
     npat = patterns.shape[0]
-    while k < hi:
-        while np.int64(prefix[r + 1]) <= k:
-            r += 1
-        stop = np.int64(prefix[r + 1])
-        if stop > hi:
-            stop = hi
-        rel = k - np.int64(prefix[r])
-        d = np.int64(dst_starts[r]) + rel
-        p0 = np.int64(pat_starts[r])
-        plen = np.int64(pat_lens[r])
-        n = stop - k
-        if d < 0 or d + n > ndst or plen <= 0 or p0 < 0 or p0 + plen > npat:
-            ok = False
-        else:
-            for q in range(n):
-                dst[d + q] = patterns[p0 + (rel + q) % plen]
-        k = stop
+    while k < count:
+        r = base + k
+        p = np.int64(prefix[r])
+        a = max(p, lo)
+        b = min(np.int64(prefix[r + np.uint32(1)]), hi)
+        if a < b:
+            d = np.int64(dst_starts[r]) + (a - p)
+            p0 = np.int64(pat_starts[r])
+            plen = np.int64(pat_lens[r])
+            n = b - a
+            if d < 0 or d + n > ndst or plen <= 0 or p0 < 0 or p0 + plen > npat:
+                ok = False
+            else:
+                _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, (a - p) % plen, d, n, sub, g)
+        k = np.uint32(k + step)
     return ok
 
 
@@ -299,14 +346,14 @@ def _copy_cpu(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, pr
 
 
 @cpu_driver
-def _fill_cpu(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg):
+def _fill_cpu(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg):
     total = np.int64(prefix[nseg])
     step = np.int64(4096)
     ok = True
     lo = np.int64(0)
     while lo < total:
         hi = min(lo + step, total)
-        if not _fill_piece(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi):
+        if not _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi, 0, 1):
             ok = False
         lo = hi
     return ok
@@ -356,13 +403,16 @@ def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_t
 
 
 @gpu_kernel
-def _fill_kernel(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, total, per_thread, err):
+def _fill_kernel(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, total, per_thread, err, dst_w, dst_w0):
+    """Warp ``w`` fills the bytes ``w * 32 * per_thread`` .. ``+ 32 * per_thread`` of the
+    concatenated segments (:func:`_fill_tile`; ``dst_w``: :func:`word_view`)."""
     t = cuda.grid(1)
-    lo = np.int64(t) * per_thread
+    tile = WARP * per_thread
+    lo = np.int64(t // WARP) * tile
     if lo >= total:
         return
-    hi = min(lo + per_thread, total)
-    if not _fill_piece(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi):
+    hi = min(lo + tile, total)
+    if not _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi, t % WARP, WARP):
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
 
 
@@ -452,9 +502,14 @@ def _prefix_host(lengths):
 
 
 def _per_thread(per_thread):
-    if per_thread is not None:
-        return int(per_thread)
-    return _SIM_BYTES_PER_THREAD if _device.is_simulator() else BYTES_PER_THREAD
+    """Bytes per thread of a copy or fill launch; a warp's tile (32 times as many) stays below
+    2 ** 31 bytes, the spans of a tile being counted in 32 bits."""
+    per = _SIM_BYTES_PER_THREAD if per_thread is None and _device.is_simulator() else BYTES_PER_THREAD
+    per = int(per_thread) if per_thread is not None else per
+    if not 0 < per * WARP < 1 << 31:
+        msg = f"bytes_per_thread={per_thread}: a warp's tile must hold 1 to 2 ** 31 - 1 bytes"
+        raise ValueError(msg)
+    return per
 
 
 def _as_bytes_host(a, name):
@@ -575,7 +630,7 @@ def fill_patterns(dst, dst_starts, nbytes, patterns, pat_starts, pat_lens):
     pats = _as_bytes_host(np.ascontiguousarray(patterns), "patterns")
     prefix = _prefix_host(nbytes)
     n = prefix.size - 1
-    if n and not _fill_cpu(d, _i64(dst_starts), pats, _i64(pat_starts), _i64(pat_lens), prefix, n):
+    if n and not _fill_cpu(d, *word_view(d), _i64(dst_starts), pats, _i64(pat_starts), _i64(pat_lens), prefix, n):
         msg = "fill_patterns: a segment reaches outside dst or its pattern"
         raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
     return dst
@@ -590,13 +645,17 @@ def fill_patterns_gpu(dst, dst_starts, nbytes, patterns, pat_starts, pat_lens, *
     d_pat = _as_bytes_device(np.ascontiguousarray(pats) if isinstance(pats, np.ndarray) else pats)
     prefix, total = _host_or_scan(nbytes)
     n = prefix.shape[0] - 1
+    if n >= 1 << 31:  # the kernel counts a tile's segments in 32 bits
+        msg = f"fill_patterns_gpu: {n} segments, at most 2 ** 31 - 1 in one call"
+        raise ValueError(msg)
     if n and total:
         per = _per_thread(bytes_per_thread)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(-(-total // per), threads_per_block)
+        tpb = -(-int(threads_per_block) // WARP) * WARP  # whole warps: a warp shares a tile
+        blocks, tpb = _device.launch_dims(WARP * -(-total // (WARP * per)), tpb)
         _fill_kernel.get()[blocks, tpb](
             d_dst, _descriptor(dst_starts), d_pat, _descriptor(pat_starts), _descriptor(pat_lens),
-            prefix, np.int64(n), np.int64(total), np.int64(per), err,
+            prefix, np.int64(n), np.int64(total), np.int64(per), err, *word_view(d_dst),
         )
         raise_if_flagged(err, "fill_patterns_gpu")
     return dst

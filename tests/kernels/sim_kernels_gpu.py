@@ -241,6 +241,28 @@ def test_copy_ranges_gpu_matches_cpu_at_edges(kind, bytes_per_thread):
         np.testing.assert_array_equal(h(dst), want, err_msg=f"{kind} trial {trial} (max_total)")
 
 
+@pytest.mark.parametrize("bytes_per_thread", [1, 3, None])
+def test_fill_patterns_gpu_matches_cpu_at_edges(bytes_per_thread):
+    """The warp-tiled fill (whole destination words of patterns dividing 8 stored wide, other
+    patterns and the edges byte by byte) against the CPU driver: empty and one-byte segments,
+    every offset within a word, patterns of 1..16 bytes, an unaligned destination."""
+    rng = np.random.default_rng(21 + (bytes_per_thread or 0))
+    pats = rng.integers(0, 256, 48).astype(np.uint8)
+    for trial in range(4):
+        k = int(rng.integers(1, 40))
+        nb = rng.integers(0, (2, 24, 200, 700)[trial], k)
+        pl = rng.choice([1, 2, 3, 4, 5, 8, 16], k)
+        ps = np.array([rng.integers(0, pats.size - n + 1) for n in pl], np.int64)
+        dd = np.concatenate([[0], np.cumsum(nb)[:-1]]) + trial
+        ndst = int(nb.sum()) + 9
+        want = ck.fill_patterns(np.full(ndst, 0xEE, np.uint8), dd, nb, pats, ps, pl)
+        dst = _bytes_at(rng, ndst, 3 + trial, fill=0xEE)
+        ck.fill_patterns_gpu(dst, dd, nb, pats, ps, pl, bytes_per_thread=bytes_per_thread)
+        np.testing.assert_array_equal(h(dst), want, err_msg=f"trial {trial}")
+    with pytest.raises(CorruptInputError):
+        ck.fill_patterns_gpu(_device.to_device(np.zeros(8, np.uint8)), [4], [8], pats, [0], [2])
+
+
 @pytest.mark.parametrize("warp_copy", [True, False])
 def test_gather_binary_gpu_from_unaligned_bytes(warp_copy):
     """Items gathered from a byte buffer that starts off a word boundary, at every offset

@@ -93,3 +93,29 @@ def test_copy_ranges_rejects_ranges_outside_either_array():
         ck.copy_ranges(src, [95], [10], np.zeros(20, np.uint8), [0])
     with pytest.raises(CorruptInputError):
         ck.copy_ranges(src, [0], [10], np.zeros(20, np.uint8), [15])
+
+
+def _fill_reference(dst, dd, nb, pats, ps, pl):
+    out = dst.copy()
+    for d, n, p0, k in zip(dd, nb, ps, pl, strict=True):
+        out[d : d + n] = np.resize(pats[p0 : p0 + k], n)
+    return out
+
+
+def test_fill_patterns_matches_reference():
+    """Segments of lengths 0..300 at every offset within a word, patterns of 1..16 bytes (those
+    dividing 8 stored a word at a time, the others byte by byte), a segment's pattern running
+    on across tiles of the compiled driver (4 KiB)."""
+    rng = np.random.default_rng(5)
+    pats = rng.integers(0, 256, 64).astype(np.uint8)
+    for trial in range(30):
+        k = int(rng.integers(1, 40))
+        nb = rng.integers(0, (3, 20, 300, 9000)[trial % 4], k)
+        pl = rng.choice([1, 2, 3, 4, 5, 7, 8, 16], k)
+        ps = np.array([rng.integers(0, pats.size - n + 1) for n in pl], np.int64)
+        dd = np.concatenate([[0], np.cumsum(nb)[:-1]]) + trial % 8
+        dst = _unaligned(rng, int(nb.sum()) + 9, trial % 8, fill=0xEE)
+        want = _fill_reference(dst, dd, nb, pats, ps, pl)
+        np.testing.assert_array_equal(ck.fill_patterns(dst, dd, nb, pats, ps, pl), want, err_msg=f"trial {trial}")
+    with pytest.raises(CorruptInputError):
+        ck.fill_patterns(np.zeros(8, np.uint8), [4], [8], pats, [0], [2])
