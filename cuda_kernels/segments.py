@@ -107,18 +107,25 @@ CHUNK_BYTES = 1 << 30
 
 
 @dual
-def _copy_chunk(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
-    """:func:`_copy_span` of at most :data:`CHUNK_BYTES` bytes: positions and word indices of
-    the arrays stay 64-bit (unsigned: no negative-index fix-up), every loop counts bytes or
-    words relative to the span in 32 bits."""
-    end = d + n
-    # whole destination words j0..j1 inside the span
+def _whole_words(dst_w, dst_w0, d, end):
+    """``(j0, j1)``: the words ``dst_w[j0:j1]`` (word 0 at byte ``dst_w0``) that lie wholly
+    inside the bytes ``d .. end`` (``j1 <= j0``: none)."""
     j0 = np.int64(0)
     if d > dst_w0:
         j0 = (d - dst_w0 + 7) >> 3
     j1 = np.int64(0)
     if end > dst_w0:
         j1 = min((end - dst_w0) >> 3, dst_w.shape[0])
+    return j0, j1
+
+
+@dual
+def _copy_chunk(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
+    """:func:`_copy_span` of at most :data:`CHUNK_BYTES` bytes: positions and word indices of
+    the arrays stay 64-bit (unsigned: no negative-index fix-up), every loop counts bytes or
+    words relative to the span in 32 bits."""
+    end = d + n
+    j0, j1 = _whole_words(dst_w, dst_w0, d, end)
     # destination word j reads the source bytes from 8 * j + c of src_w: word j + ab, shifted by sh bytes
     c = dst_w0 + (s - d) - src_w0
     ab = c >> 3
@@ -184,7 +191,7 @@ def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
 @dual
 def _tile_ranges(prefix, nranges, lo, hi, lane, nlanes):
     """How ``nlanes`` lanes split the ranges of the tile ``lo..hi`` (bytes of the concatenated
-    ranges): ``(base, count, first, step, sub, g)``.  The tile holds ranges ``base ..
+    ranges, ``lo < hi``): ``(base, count, first, step, sub, g)``.  The tile holds ranges ``base ..
     base + count``; lanes form groups of ``g`` (a power of two, ``g * 8`` bytes at most the
     tile's average bytes per range: short ranges get a lane each, long ones up to all lanes);
     this lane's group takes ranges ``base + first, base + first + step, ...`` and is lane
@@ -199,6 +206,15 @@ def _tile_ranges(prefix, nranges, lo, hi, lane, nlanes):
 
 
 @dual
+def _tile_piece(prefix, r, lo, hi):
+    """``(rel, n)``: the bytes of range ``r`` inside the tile ``lo..hi`` start ``rel`` bytes
+    into the range and are ``n`` long (``n <= 0``: none)."""
+    p = np.int64(prefix[r])
+    a = max(p, lo)
+    return a - p, min(np.int64(prefix[r + np.uint32(1)]), hi) - a
+
+
+@dual
 def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, lane, nlanes):
     """Copy the bytes ``lo..hi`` of the concatenated ranges with ``nlanes`` lanes (this is lane
     ``lane``); False if a range reaches outside ``src`` or ``dst``.
@@ -209,20 +225,15 @@ def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, p
     (:func:`_copy_span`).  Group ``k`` copies the tile's ranges ``k, k + nlanes / g, ...``.
     """
     ok = True
-    if lo >= hi:
-        return ok
     base, count, k, step, sub, g = _tile_ranges(prefix, nranges, lo, hi, lane, nlanes)
     nsrc = src.shape[0]
     ndst = dst.shape[0]
     while k < count:
         r = base + k
-        p = np.int64(prefix[r])
-        a = max(p, lo)
-        b = min(np.int64(prefix[r + np.uint32(1)]), hi)
-        if a < b:
-            s = np.int64(src_starts[r]) + (a - p)
-            d = np.int64(dst_starts[r]) + (a - p)
-            n = b - a
+        rel, n = _tile_piece(prefix, r, lo, hi)
+        if n > 0:
+            s = np.int64(src_starts[r]) + rel
+            d = np.int64(dst_starts[r]) + rel
             if s < 0 or d < 0 or s + n > nsrc or d + n > ndst:
                 ok = False
             else:
@@ -240,12 +251,7 @@ def _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, phase, d, n, lane, nlanes
     :func:`_copy_span`); other bytes (the edges, and every byte of other pattern lengths) one
     at a time, lanes on consecutive bytes."""
     end = d + n
-    j0 = np.int64(0)
-    if d > dst_w0:
-        j0 = (d - dst_w0 + 7) >> 3
-    j1 = np.int64(0)
-    if end > dst_w0:
-        j1 = min((end - dst_w0) >> 3, dst_w.shape[0])
+    j0, j1 = _whole_words(dst_w, dst_w0, d, end)
     if j1 <= j0 or WORD % plen != 0:  # no whole word, or words that differ: every byte alone
         j0 = j1 = (end - dst_w0 + 7) >> 3
     step = np.uint32(nlanes)
@@ -279,25 +285,20 @@ def _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, p
     lane ``lane``; groups of lanes per segment as :func:`_copy_tile`); False if a segment
     reaches outside ``dst`` or its pattern outside ``patterns``."""
     ok = True
-    if lo >= hi:
-        return ok
     base, count, k, step, sub, g = _tile_ranges(prefix, nseg, lo, hi, lane, nlanes)
     ndst = dst.shape[0]
     npat = patterns.shape[0]
     while k < count:
         r = base + k
-        p = np.int64(prefix[r])
-        a = max(p, lo)
-        b = min(np.int64(prefix[r + np.uint32(1)]), hi)
-        if a < b:
-            d = np.int64(dst_starts[r]) + (a - p)
+        rel, n = _tile_piece(prefix, r, lo, hi)
+        if n > 0:
+            d = np.int64(dst_starts[r]) + rel
             p0 = np.int64(pat_starts[r])
             plen = np.int64(pat_lens[r])
-            n = b - a
             if d < 0 or d + n > ndst or plen <= 0 or p0 < 0 or p0 + plen > npat:
                 ok = False
             else:
-                _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, (a - p) % plen, d, n, sub, g)
+                _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, rel % plen, d, n, sub, g)
         k = np.uint32(k + step)
     return ok
 
