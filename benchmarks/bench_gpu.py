@@ -413,6 +413,27 @@ def segment_cases(n: int, rng: np.random.Generator, dev: Dev) -> Iterator[Case]:
         d_src, d_ss, d_len, d_ds, dst = dev.up(src), dev.up(src_starts), dev.up(lens), dev.up(dst_starts), dev.empty(total, np.uint8)
         yield Case("segments", f"copy_ranges ({label})", lambda: ck.copy_ranges_gpu(d_src, d_ss, d_len, dst, d_ds),
                    lambda: ck.copy_ranges(src, src_starts, lens, np.empty(total, np.uint8), dst_starts), "bytes copied")
+    # the read's string bytes: each value's bytes to the next place of one buffer (the
+    # destination in order, so neighbouring ranges share destination words)
+    slens = rng.integers(4, 41, max(4 * n // 22, 1))
+    s_starts = _offsets(slens)[:-1]
+    s_total = int(slens.sum())
+    s_src = rng.integers(0, 256, s_total + 3).astype(np.uint8)
+    d_ssrc, d_sss, d_slen, d_sdst = dev.up(s_src), dev.up(s_starts + 3), dev.up(slens), dev.up(s_starts)
+    sdst = dev.empty(s_total, np.uint8)
+    yield Case("segments", "copy_ranges (strings: 4..40 B ranges in order, source 3 bytes off)",
+               lambda: ck.copy_ranges_gpu(d_ssrc, d_sss, d_slen, sdst, d_sdst),
+               lambda: ck.copy_ranges(s_src, s_starts + 3, slens, np.empty(s_total, np.uint8), s_starts), "bytes copied")
+    # whole pages copied from an arena at offsets that share no alignment with the destination
+    plens = np.full(max(4 * n // 65536, 1), 65536, np.int64)
+    p_total = int(plens.sum())
+    p_src = rng.integers(0, 256, p_total + 5).astype(np.uint8)
+    d_psrc, d_pss, d_plen, d_pdd = dev.up(p_src), dev.up(_offsets(plens)[:-1] + 5), dev.up(plens), dev.up(_offsets(plens)[:-1])
+    pdst = dev.empty(p_total, np.uint8)
+    yield Case("segments", "copy_ranges (64 KiB pages, source 5 bytes off: funnel-shifted words)",
+               lambda: ck.copy_ranges_gpu(d_psrc, d_pss, d_plen, pdst, d_pdd),
+               lambda: ck.copy_ranges(p_src, _offsets(plens)[:-1] + 5, plens, np.empty(p_total, np.uint8), _offsets(plens)[:-1]),
+               "bytes copied")
     k = max(n // 4096, 1)  # 16 KiB constant segments, 4 different 8-byte patterns
     pats = rng.integers(0, 256, 32).astype(np.uint8)
     fd, fn_, ps, pl = np.arange(k, dtype=np.int64) * 16384, np.full(k, 16384, np.int64), (np.arange(k) % 4 * 8).astype(np.int64), np.full(k, 8, np.int64)

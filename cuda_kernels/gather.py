@@ -12,8 +12,10 @@ is corrupt input: the CPU raises
 :class:`~cuda_kernels.errors.CorruptInputError`; GPU kernels OR a device
 error flag that the host wrapper turns into the same error.
 
-GPU: one thread per output item in every pass (the copy pass copies one whole
-string per thread).
+GPU: one thread per output item in the lengths pass; the copy pass gives each item a
+thread, or a warp when items are long (``gather_binary_gpu``), and stores whole aligned
+8-byte words of the output where an item covers them (``segments._copy_span``, the
+batched range copy's core).
 """
 
 import numpy as np
@@ -24,6 +26,7 @@ from ._jitcache import LAZY_NUMBA as numba
 from ._jitcache import prange
 from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
+from .segments import WARP, _copy_span, word_view
 
 cuda = LAZY_CUDA
 
@@ -87,14 +90,6 @@ def copy_strided(src, s, out, d, n, k, step):
     while k < n:
         out[d + k] = src[s + k]
         k += step
-
-
-@dual
-def _copy_item(item_offsets, item_bytes, indices, i, out_offsets, out_bytes):
-    """Copy item ``indices[i]`` to ``out_bytes[out_offsets[i]:out_offsets[i + 1]]`` (validated)."""
-    s = np.int64(item_offsets[np.int64(indices[i])])
-    d = out_offsets[i]
-    copy_strided(item_bytes, s, out_bytes, d, out_offsets[i + 1] - d, 0, 1)
 
 
 # --------------------------------------------------------------------------
@@ -209,28 +204,32 @@ def _binary_lengths_kernel(item_offsets, n_bytes, indices, lengths, err):
 
 
 @gpu_kernel
-def _binary_copy_kernel(item_offsets, item_bytes, indices, out_offsets, out_bytes):
+def _binary_copy_kernel(item_offsets, item_bytes, indices, out_offsets, out_bytes, src_w, src_w0, dst_w, dst_w0):
+    """Thread ``i`` copies item ``indices[i]`` (the lengths kernel has validated every index and
+    offset), whole aligned words of ``out_bytes`` at a time (``segments._copy_span``)."""
     i = cuda.grid(1)
     if i < indices.shape[0]:
-        _copy_item(item_offsets, item_bytes, indices, i, out_offsets, out_bytes)
+        s = np.int64(item_offsets[np.int64(indices[i])])
+        d = out_offsets[i]
+        _copy_span(item_bytes, src_w, src_w0, out_bytes, dst_w, dst_w0, s, d, out_offsets[i + 1] - d, 0, 1)
 
 
-#: Items copied by a whole warp each (lanes on consecutive bytes, coalesced loads and stores)
+#: Items copied by a whole warp each (lanes on consecutive words, coalesced loads and stores)
 #: once the gathered items average this many bytes; shorter ones one thread each.
 WARP_COPY_MIN_AVERAGE = 32
-_WARP = 32
 
 
 @gpu_kernel
-def _binary_copy_warps_kernel(item_offsets, item_bytes, indices, out_offsets, out_bytes):
-    """Warp ``w`` copies item ``indices[w]``: lane ``l`` its bytes ``l, l + 32, ...`` (the
-    lengths kernel has validated every index and offset)."""
+def _binary_copy_warps_kernel(item_offsets, item_bytes, indices, out_offsets, out_bytes, src_w, src_w0, dst_w, dst_w0):
+    """Warp ``w`` copies item ``indices[w]``, lane ``l`` its destination words ``l, l + 32, ...``
+    and its head and tail bytes (``segments._copy_span``; the lengths kernel has validated
+    every index and offset)."""
     t = cuda.grid(1)
-    w = t // 32
+    w = t // WARP
     if w < indices.shape[0]:
         s = np.int64(item_offsets[np.int64(indices[w])])
         d = out_offsets[w]
-        copy_strided(item_bytes, s, out_bytes, d, out_offsets[w + 1] - d, t % 32, 32)
+        _copy_span(item_bytes, src_w, src_w0, out_bytes, dst_w, dst_w0, s, d, out_offsets[w + 1] - d, t % WARP, WARP)
 
 
 # --------------------------------------------------------------------------
@@ -392,10 +391,11 @@ def gather_binary_gpu(item_offsets, item_bytes, indices, *, threads_per_block=25
     d_out = _device.device_empty(total, np.uint8)
     if n and total:
         by_warp = total >= WARP_COPY_MIN_AVERAGE * n if warp_copy is None else bool(warp_copy)
+        words = (*word_view(d_bytes), *word_view(d_out))
         if by_warp:
-            blocks, tpb = _device.launch_dims(n * _WARP, threads_per_block)
-            _binary_copy_warps_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out)
+            blocks, tpb = _device.launch_dims(n * WARP, threads_per_block)
+            _binary_copy_warps_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out, *words)
         else:
             blocks, tpb = _device.launch_dims(n, threads_per_block)
-            _binary_copy_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out)
+            _binary_copy_kernel.get()[blocks, tpb](d_offs, d_bytes, d_idx, d_out_offsets, d_out, *words)
     return _device.as_output(d_out_offsets, use_cp), _device.as_output(d_out, use_cp)

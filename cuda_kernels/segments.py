@@ -23,8 +23,13 @@ dst_starts=[0, 2])`` writes ``b"efabc"``.
 
 Every GPU kernel here finds its segment by a binary search over the segments'
 *prefix* (the exclusive scan of their sizes), so work is split evenly however
-the sizes vary: one thread per output item, or per ``bytes_per_thread`` bytes
-for the byte copies and fills.  Out-of-bounds sources or destinations never
+the sizes vary: one thread per output item, per ``bytes_per_thread`` bytes for
+the fills, and one warp per ``32 * bytes_per_thread`` bytes (a *tile*) for the
+copies.  A warp copies its tile's ranges with lanes on consecutive 8-byte words
+of the destination (one aligned source word each, or two funnel-shifted where
+source and destination sit at different offsets within a word), a lane per range
+where the tile's ranges are short (:func:`_copy_tile`, :func:`_copy_span`; the
+binary gather's copies share that core).  Out-of-bounds sources or destinations never
 read or write outside their arrays: the CPU raises
 :class:`~cuda_kernels.errors.CorruptInputError`, GPU kernels OR the device
 error flag and the wrapper raises the same error.
@@ -55,8 +60,8 @@ __all__ = [
     "remap_segments_gpu",
 ]
 
-# Bytes per thread in the copy and fill kernels: enough to amortise the segment
-# search, small enough to balance work across threads.
+# Bytes per thread in the copy and fill kernels (a copy's warp takes 32 times as many):
+# enough to amortise the segment search, small enough to balance work across threads.
 BYTES_PER_THREAD = 16
 # The CUDA simulator runs every thread as a Python thread: fewer, longer ones.
 _SIM_BYTES_PER_THREAD = 1024
@@ -91,62 +96,210 @@ def _segment_of(prefix, nseg, k):
     return s
 
 
+#: Bytes per word of the copies' wide loads and stores (a ``uint64`` view of each side).
+WORD = 8
+#: Lanes of a warp: the GPU copy gives each warp a tile of the concatenated ranges.
+WARP = 32
+
+
+#: The most bytes :func:`_copy_chunk` copies in one call: its loops count in 32 bits.
+CHUNK_BYTES = 1 << 30
+
+
 @dual
-def _copy_piece(src, src_starts, dst, dst_starts, prefix, nranges, lo, hi):
-    """Copy the bytes ``lo..hi`` of the concatenated ranges; False if one is out of bounds."""
+def _whole_words(dst_w, dst_w0, d, end):
+    """``(j0, j1)``: the words ``dst_w[j0:j1]`` (word 0 at byte ``dst_w0``) that lie wholly
+    inside the bytes ``d .. end`` (``j1 <= j0``: none)."""
+    j0 = np.int64(0)
+    if d > dst_w0:
+        j0 = (d - dst_w0 + 7) >> 3
+    j1 = np.int64(0)
+    if end > dst_w0:
+        j1 = min((end - dst_w0) >> 3, dst_w.shape[0])
+    return j0, j1
+
+
+@dual
+def _copy_chunk(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
+    """:func:`_copy_span` of at most :data:`CHUNK_BYTES` bytes: positions and word indices of
+    the arrays stay 64-bit (unsigned: no negative-index fix-up), every loop counts bytes or
+    words relative to the span in 32 bits."""
+    end = d + n
+    j0, j1 = _whole_words(dst_w, dst_w0, d, end)
+    # destination word j reads the source bytes from 8 * j + c of src_w: word j + ab, shifted by sh bytes
+    c = dst_w0 + (s - d) - src_w0
+    ab = c >> 3
+    sh = c & 7
+    j0 = max(j0, -ab)  # and both source words inside src_w
+    j1 = min(j1, src_w.shape[0] - ab - (1 if sh else 0))
+    if j1 <= j0:  # no whole word: every byte alone
+        j0 = j1 = (end - dst_w0 + 7) >> 3
+    step = np.uint32(nlanes)
+    sb = np.uint64(s)
+    db = np.uint64(d)
+    head = np.uint32(min(dst_w0 + 8 * j0 - d, n))
+    i = np.uint32(lane)
+    while i < head:
+        dst[db + i] = src[sb + i]
+        i = np.uint32(i + step)
+    m = np.uint32(max(j1 - j0, 0))
+    dwb = np.uint64(max(j0, 0))
+    swb = np.uint64(max(j0 + ab, 0))
+    j = np.uint32(lane)
+    if sh == 0:
+        while j < m:
+            dst_w[dwb + j] = src_w[swb + j]
+            j = np.uint32(j + step)
+    else:
+        right = np.uint64(8 * sh)
+        left = np.uint64(64 - 8 * sh)
+        while j < m:
+            dst_w[dwb + j] = (src_w[swb + j] >> right) | (src_w[swb + j + np.uint32(1)] << left)
+            j = np.uint32(j + step)
+    i = np.uint32(max(dst_w0 + 8 * j1 - d, head) + lane)
+    stop = np.uint32(n)
+    while i < stop:
+        dst[db + i] = src[sb + i]
+        i = np.uint32(i + step)
+
+
+@dual
+def _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, lane, nlanes):
+    """Copy ``src[s : s + n]`` to ``dst[d : d + n]`` (both checked by the caller), the share of
+    lane ``lane`` of ``nlanes`` cooperating lanes (0 of 1: all of it).
+
+    ``src_w`` / ``dst_w`` are ``uint64`` views of the whole aligned words inside ``src`` /
+    ``dst``, word 0 at byte ``src_w0`` / ``dst_w0`` (:func:`word_view`).  The span is cut at
+    ``dst``'s word boundaries: the whole destination words inside it are stored 8 bytes at a
+    time, lane ``l`` taking words ``l, l + nlanes, ...`` (consecutive lanes, consecutive words),
+    each loaded as one aligned source word where source and destination sit at the same offset
+    within a word, else as two neighbouring aligned words funnel-shifted together (the shift is
+    the same for every word of the span).  The bytes before the first and after the last such
+    word (up to 7 at each end, more only where the span meets an end of ``src`` that its
+    aligned words do not cover) are copied one at a time, lanes on consecutive bytes.  Partial
+    words are never stored wide: they may hold another span's bytes, written by another thread.
+    A span is copied in pieces of :data:`CHUNK_BYTES` (one, below 1 GiB): the loops inside a
+    piece count in 32 bits.
+    """
+    k = np.int64(0)
+    while k < n:
+        m = min(n - k, CHUNK_BYTES)
+        _copy_chunk(src, src_w, src_w0, dst, dst_w, dst_w0, s + k, d + k, m, lane, nlanes)
+        k += m
+
+
+@dual
+def _tile_ranges(prefix, nranges, lo, hi, lane, nlanes):
+    """How ``nlanes`` lanes split the ranges of the tile ``lo..hi`` (bytes of the concatenated
+    ranges, ``lo < hi``): ``(base, count, first, step, sub, g)``.  The tile holds ranges ``base ..
+    base + count``; lanes form groups of ``g`` (a power of two, ``g * 8`` bytes at most the
+    tile's average bytes per range: short ranges get a lane each, long ones up to all lanes);
+    this lane's group takes ranges ``base + first, base + first + step, ...`` and is lane
+    ``sub`` of it.  Counts are 32-bit (fewer than 2 ** 31 ranges: the wrappers check)."""
+    r0 = _segment_of(prefix, nranges, lo)
+    r1 = _segment_of(prefix, nranges, hi - 1)
+    per_range = (hi - lo) // (r1 - r0 + 1)
+    g = np.int64(nlanes)
+    while g > 1 and g * WORD > per_range:
+        g >>= 1
+    return np.uint64(r0), np.uint32(r1 - r0 + 1), np.uint32(lane // g), np.uint32(nlanes // g), lane % g, g
+
+
+@dual
+def _tile_piece(prefix, r, lo, hi):
+    """``(rel, n)``: the bytes of range ``r`` inside the tile ``lo..hi`` start ``rel`` bytes
+    into the range and are ``n`` long (``n <= 0``: none)."""
+    p = np.int64(prefix[r])
+    a = max(p, lo)
+    return a - p, min(np.int64(prefix[r + np.uint32(1)]), hi) - a
+
+
+@dual
+def _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, lane, nlanes):
+    """Copy the bytes ``lo..hi`` of the concatenated ranges with ``nlanes`` lanes (this is lane
+    ``lane``); False if a range reaches outside ``src`` or ``dst``.
+
+    The lanes form groups of ``g`` (a power of two, ``g * 8`` bytes at most the tile's average
+    bytes per range): short ranges get a lane each, long ones up to all lanes, so that lanes
+    store consecutive destination words wherever ranges are long enough to have them
+    (:func:`_copy_span`).  Group ``k`` copies the tile's ranges ``k, k + nlanes / g, ...``.
+    """
     ok = True
-    if lo >= hi:
-        return ok
-    r = _segment_of(prefix, nranges, lo)
-    k = lo
+    base, count, k, step, sub, g = _tile_ranges(prefix, nranges, lo, hi, lane, nlanes)
     nsrc = src.shape[0]
     ndst = dst.shape[0]
-    while k < hi:
-        while np.int64(prefix[r + 1]) <= k:
-            r += 1
-        stop = np.int64(prefix[r + 1])
-        if stop > hi:
-            stop = hi
-        rel = k - np.int64(prefix[r])
-        s = np.int64(src_starts[r]) + rel
-        d = np.int64(dst_starts[r]) + rel
-        n = stop - k
-        if s < 0 or d < 0 or s + n > nsrc or d + n > ndst:
-            ok = False
-        else:
-            for q in range(n):
-                dst[d + q] = src[s + q]
-        k = stop
+    while k < count:
+        r = base + k
+        rel, n = _tile_piece(prefix, r, lo, hi)
+        if n > 0:
+            s = np.int64(src_starts[r]) + rel
+            d = np.int64(dst_starts[r]) + rel
+            if s < 0 or d < 0 or s + n > nsrc or d + n > ndst:
+                ok = False
+            else:
+                _copy_span(src, src_w, src_w0, dst, dst_w, dst_w0, s, d, n, sub, g)
+        k = np.uint32(k + step)
     return ok
 
 
 @dual
-def _fill_piece(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi):
-    """Fill bytes ``lo..hi`` of the concatenated segments; False if one is out of bounds."""
+def _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, phase, d, n, lane, nlanes):
+    """Fill ``dst[d : d + n]`` (checked by the caller, ``n`` below 2 ** 31) with the pattern
+    ``patterns[p0 : p0 + plen]`` repeated from its byte ``phase``: the share of lane ``lane``
+    of ``nlanes``.  Where ``plen`` divides 8 every whole destination word inside the span
+    holds the same 8 bytes, built once and stored wide by lanes on consecutive words (as
+    :func:`_copy_span`); other bytes (the edges, and every byte of other pattern lengths) one
+    at a time, lanes on consecutive bytes."""
+    end = d + n
+    j0, j1 = _whole_words(dst_w, dst_w0, d, end)
+    if j1 <= j0 or WORD % plen != 0:  # no whole word, or words that differ: every byte alone
+        j0 = j1 = (end - dst_w0 + 7) >> 3
+    step = np.uint32(nlanes)
+    db = np.uint64(d)
+    head = np.uint32(min(dst_w0 + 8 * j0 - d, n))
+    i = np.uint32(lane)
+    while i < head:
+        dst[db + i] = patterns[p0 + (phase + i) % plen]
+        i = np.uint32(i + step)
+    m = np.uint32(max(j1 - j0, 0))
+    if m > 0:
+        o = phase + head  # the pattern byte at the first whole word
+        v = np.uint64(0)
+        for q in range(WORD):
+            v |= np.uint64(patterns[p0 + (o + q) % plen]) << np.uint64(8 * q)
+        dwb = np.uint64(j0)
+        j = np.uint32(lane)
+        while j < m:
+            dst_w[dwb + j] = v
+            j = np.uint32(j + step)
+    i = np.uint32(max(dst_w0 + 8 * j1 - d, head) + lane)
+    stop = np.uint32(n)
+    while i < stop:
+        dst[db + i] = patterns[p0 + (phase + i) % plen]
+        i = np.uint32(i + step)
+
+
+@dual
+def _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi, lane, nlanes):
+    """Fill the bytes ``lo..hi`` of the concatenated segments with ``nlanes`` lanes (this is
+    lane ``lane``; groups of lanes per segment as :func:`_copy_tile`); False if a segment
+    reaches outside ``dst`` or its pattern outside ``patterns``."""
     ok = True
-    if lo >= hi:
-        return ok
-    r = _segment_of(prefix, nseg, lo)
-    k = lo
+    base, count, k, step, sub, g = _tile_ranges(prefix, nseg, lo, hi, lane, nlanes)
     ndst = dst.shape[0]
     npat = patterns.shape[0]
-    while k < hi:
-        while np.int64(prefix[r + 1]) <= k:
-            r += 1
-        stop = np.int64(prefix[r + 1])
-        if stop > hi:
-            stop = hi
-        rel = k - np.int64(prefix[r])
-        d = np.int64(dst_starts[r]) + rel
-        p0 = np.int64(pat_starts[r])
-        plen = np.int64(pat_lens[r])
-        n = stop - k
-        if d < 0 or d + n > ndst or plen <= 0 or p0 < 0 or p0 + plen > npat:
-            ok = False
-        else:
-            for q in range(n):
-                dst[d + q] = patterns[p0 + (rel + q) % plen]
-        k = stop
+    while k < count:
+        r = base + k
+        rel, n = _tile_piece(prefix, r, lo, hi)
+        if n > 0:
+            d = np.int64(dst_starts[r]) + rel
+            p0 = np.int64(pat_starts[r])
+            plen = np.int64(pat_lens[r])
+            if d < 0 or d + n > ndst or plen <= 0 or p0 < 0 or p0 + plen > npat:
+                ok = False
+            else:
+                _fill_span(dst, dst_w, dst_w0, patterns, p0, plen, rel % plen, d, n, sub, g)
+        k = np.uint32(k + step)
     return ok
 
 
@@ -180,28 +333,28 @@ def _expand_one(starts, offsets, nranges, k, out):
 
 
 @cpu_driver
-def _copy_cpu(src, src_starts, dst, dst_starts, prefix, nranges):
+def _copy_cpu(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges):
     total = np.int64(prefix[nranges])
     step = np.int64(4096)
     ok = True
     lo = np.int64(0)
     while lo < total:
         hi = min(lo + step, total)
-        if not _copy_piece(src, src_starts, dst, dst_starts, prefix, nranges, lo, hi):
+        if not _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, 0, 1):
             ok = False
         lo = hi
     return ok
 
 
 @cpu_driver
-def _fill_cpu(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg):
+def _fill_cpu(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg):
     total = np.int64(prefix[nseg])
     step = np.int64(4096)
     ok = True
     lo = np.int64(0)
     while lo < total:
         hi = min(lo + step, total)
-        if not _fill_piece(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi):
+        if not _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi, 0, 1):
             ok = False
         lo = hi
     return ok
@@ -236,25 +389,31 @@ def _expand_cpu(starts, offsets, nranges, out):
 
 
 @gpu_kernel
-def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_thread, err):
+def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_thread, err, src_w, src_w0, dst_w, dst_w0):
+    """Warp ``w`` copies the bytes ``w * 32 * per_thread`` .. ``+ 32 * per_thread`` of the
+    concatenated ranges (:func:`_copy_tile`; ``src_w`` / ``dst_w``: :func:`word_view`)."""
     t = cuda.grid(1)
-    lo = np.int64(t) * per_thread
+    tile = WARP * per_thread
+    lo = np.int64(t // WARP) * tile
     total = min(total, np.int64(prefix[nranges]))  # ``total`` may be a bound (see copy_ranges_gpu)
     if lo >= total:
         return
-    hi = min(lo + per_thread, total)
-    if not _copy_piece(src, src_starts, dst, dst_starts, prefix, nranges, lo, hi):
+    hi = min(lo + tile, total)
+    if not _copy_tile(src, src_w, src_w0, src_starts, dst, dst_w, dst_w0, dst_starts, prefix, nranges, lo, hi, t % WARP, WARP):
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
 
 
 @gpu_kernel
-def _fill_kernel(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, total, per_thread, err):
+def _fill_kernel(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, total, per_thread, err, dst_w, dst_w0):
+    """Warp ``w`` fills the bytes ``w * 32 * per_thread`` .. ``+ 32 * per_thread`` of the
+    concatenated segments (:func:`_fill_tile`; ``dst_w``: :func:`word_view`)."""
     t = cuda.grid(1)
-    lo = np.int64(t) * per_thread
+    tile = WARP * per_thread
+    lo = np.int64(t // WARP) * tile
     if lo >= total:
         return
-    hi = min(lo + per_thread, total)
-    if not _fill_piece(dst, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi):
+    hi = min(lo + tile, total)
+    if not _fill_tile(dst, dst_w, dst_w0, dst_starts, patterns, pat_starts, pat_lens, prefix, nseg, lo, hi, t % WARP, WARP):
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
 
 
@@ -344,9 +503,14 @@ def _prefix_host(lengths):
 
 
 def _per_thread(per_thread):
-    if per_thread is not None:
-        return int(per_thread)
-    return _SIM_BYTES_PER_THREAD if _device.is_simulator() else BYTES_PER_THREAD
+    """Bytes per thread of a copy or fill launch; a warp's tile (32 times as many) stays below
+    2 ** 31 bytes, the spans of a tile being counted in 32 bits."""
+    per = _SIM_BYTES_PER_THREAD if per_thread is None and _device.is_simulator() else BYTES_PER_THREAD
+    per = int(per_thread) if per_thread is not None else per
+    if not 0 < per * WARP < 1 << 31:
+        msg = f"bytes_per_thread={per_thread}: a warp's tile must hold 1 to 2 ** 31 - 1 bytes"
+        raise ValueError(msg)
+    return per
 
 
 def _as_bytes_host(a, name):
@@ -355,6 +519,25 @@ def _as_bytes_host(a, name):
         msg = f"{name} must be C-contiguous"
         raise ValueError(msg)
     return a.reshape(-1).view(np.uint8)
+
+
+def _address(a) -> int:
+    """The address of a host, device or simulator array's first byte."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    host = getattr(a, "_ary", a)  # the simulator's device arrays wrap a numpy array
+    return int(host.__array_interface__["data"][0])
+
+
+def word_view(a):
+    """``(words, w0)``: a ``uint64`` view of the whole 8-byte-aligned words inside the 1-D byte
+    array ``a`` (host or device) and the byte of ``a`` where word 0 starts (0..7; the view is
+    empty when ``a`` holds no aligned word).  What the copies' wide loads and stores go through."""
+    n = a.shape[0]
+    w0 = min(-_address(a) % WORD, n)
+    m = (n - w0) // WORD
+    return a[w0 : w0 + WORD * m].view(np.uint64), np.int64(w0)
 
 
 def _as_bytes_device(a):
@@ -399,14 +582,16 @@ def copy_ranges(src, src_starts, lengths, dst, dst_starts):
     if ss.size != n or dd.size != n:
         msg = "src_starts, lengths and dst_starts must have the same length"
         raise ValueError(msg)
-    if n and not _copy_cpu(s, ss, d, dd, prefix, n):
+    if n and not _copy_cpu(s, *word_view(s), ss, d, *word_view(d), dd, prefix, n):
         msg = "copy_ranges: a range reaches outside its source or destination"
         raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
     return dst
 
 
 def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None, bytes_per_thread=None, threads_per_block=128):
-    """GPU twin of :func:`copy_ranges` (one launch for all ranges; ``dst`` is written in place).
+    """GPU twin of :func:`copy_ranges` (one launch for all ranges; ``dst`` is written in place):
+    warp ``w`` copies the bytes ``w * 32 * bytes_per_thread`` .. ``+ 32 * bytes_per_thread``
+    of the concatenated ranges, storing whole aligned 8-byte words of ``dst`` (module docstring).
 
     ``src`` / ``dst`` are device arrays of any dtype (addressed in bytes); the range
     descriptors may be host or device integer arrays.  With device ``lengths``, their total
@@ -425,11 +610,17 @@ def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None
     if d_dd.shape[0] != n or prefix.shape[0] != n + 1:
         msg = "src_starts, lengths and dst_starts must have the same length"
         raise ValueError(msg)
+    if n >= 1 << 31:  # the kernel counts a tile's ranges in 32 bits
+        msg = f"copy_ranges_gpu: {n} ranges, at most 2 ** 31 - 1 in one call"
+        raise ValueError(msg)
     if n and total:
         per = _per_thread(bytes_per_thread)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(-(-total // per), threads_per_block)
-        _copy_kernel.get()[blocks, tpb](d_src, d_ss, d_dst, d_dd, prefix, np.int64(n), np.int64(total), np.int64(per), err)
+        tpb = -(-int(threads_per_block) // WARP) * WARP  # whole warps: a warp shares a tile
+        blocks, tpb = _device.launch_dims(WARP * -(-total // (WARP * per)), tpb)
+        _copy_kernel.get()[blocks, tpb](
+            d_src, d_ss, d_dst, d_dd, prefix, np.int64(n), np.int64(total), np.int64(per), err, *word_view(d_src), *word_view(d_dst)
+        )
         raise_if_flagged(err, "copy_ranges_gpu")
     return dst
 
@@ -440,7 +631,7 @@ def fill_patterns(dst, dst_starts, nbytes, patterns, pat_starts, pat_lens):
     pats = _as_bytes_host(np.ascontiguousarray(patterns), "patterns")
     prefix = _prefix_host(nbytes)
     n = prefix.size - 1
-    if n and not _fill_cpu(d, _i64(dst_starts), pats, _i64(pat_starts), _i64(pat_lens), prefix, n):
+    if n and not _fill_cpu(d, *word_view(d), _i64(dst_starts), pats, _i64(pat_starts), _i64(pat_lens), prefix, n):
         msg = "fill_patterns: a segment reaches outside dst or its pattern"
         raise CorruptInputError(msg, ERR_OUT_OF_BOUNDS)
     return dst
@@ -455,13 +646,17 @@ def fill_patterns_gpu(dst, dst_starts, nbytes, patterns, pat_starts, pat_lens, *
     d_pat = _as_bytes_device(np.ascontiguousarray(pats) if isinstance(pats, np.ndarray) else pats)
     prefix, total = _host_or_scan(nbytes)
     n = prefix.shape[0] - 1
+    if n >= 1 << 31:  # the kernel counts a tile's segments in 32 bits
+        msg = f"fill_patterns_gpu: {n} segments, at most 2 ** 31 - 1 in one call"
+        raise ValueError(msg)
     if n and total:
         per = _per_thread(bytes_per_thread)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(-(-total // per), threads_per_block)
+        tpb = -(-int(threads_per_block) // WARP) * WARP  # whole warps: a warp shares a tile
+        blocks, tpb = _device.launch_dims(WARP * -(-total // (WARP * per)), tpb)
         _fill_kernel.get()[blocks, tpb](
             d_dst, _descriptor(dst_starts), d_pat, _descriptor(pat_starts), _descriptor(pat_lens),
-            prefix, np.int64(n), np.int64(total), np.int64(per), err,
+            prefix, np.int64(n), np.int64(total), np.int64(per), err, *word_view(d_dst),
         )
         raise_if_flagged(err, "fill_patterns_gpu")
     return dst

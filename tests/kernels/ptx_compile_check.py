@@ -57,7 +57,9 @@ def main():
         (gather._gather_kernel, {}, (z(3, np.float32), z(4, np.uint32), z(4, np.float32), z(1, i32))),
         (gather._gather_rows_kernel, {}, (z((3, 16), u8), z(4, i64), z((4, 16), u8), z(1, i32))),
         (gather._binary_lengths_kernel, {}, (z(4, i32), i64(9), z(4, i64), z(4, i64), z(1, i32))),
-        (gather._binary_copy_kernel, {}, (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8))),
+        # the binary gather's copies: a thread or a warp per item, through the byte arrays' word views
+        (gather._binary_copy_kernel, {}, (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), z(1, u64), i64(0), z(1, u64), i64(0))),
+        (gather._binary_copy_warps_kernel, {}, (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), z(1, u64), i64(0), z(1, u64), i64(0))),
         (compact._clear_deleted_kernel, {}, (z(4, i64), i64(9), z(9, b1), z(1, i32))),
         (compact._scatter_kept_kernel, {}, (z(9, b1), z(10, i64), z(9, i64))),
         (
@@ -136,8 +138,10 @@ def _pipeline_cases():
             (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64),
              z(9, u8), z(1, i32)),
         ),
-        (segments._copy_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32))),
-        (segments._fill_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32))),
+        (segments._copy_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), z(1, u64), i64(0),
+                                     z(1, u64), i64(1))),
+        (segments._fill_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32),
+                                     z(1, u64), i64(0))),
         (segments._bits_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), z(1, i32))),
         (segments._expand_kernel, {}, (z(2, i64), z(3, i64), i64(2), z(9, i64))),
         (segments._take_ranges_kernel, {}, (z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(1, i32))),

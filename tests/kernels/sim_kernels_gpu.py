@@ -192,6 +192,92 @@ def test_gather_binary_gpu_by_warps_and_threads(warp_copy):
         ck.gather_binary_gpu(offs, data, np.array([0, 10]), warp_copy=warp_copy)
 
 
+def _bytes_at(rng, n, offset, fill=None):
+    """A device byte array of ``n`` bytes starting ``offset`` bytes past an 8-byte boundary."""
+    base = _device.to_device(np.zeros(n + 16, np.uint8))
+    skip = (offset - ck.segments._address(base)) % 8
+    a = base[skip : skip + n]
+    a.copy_to_device(np.full(n, fill, np.uint8) if fill is not None else rng.integers(0, 256, n).astype(np.uint8))
+    return a
+
+
+@pytest.mark.parametrize("bytes_per_thread", [1, 3, 16, None])
+@pytest.mark.parametrize("kind", ["short", "strings", "long", "mixed", "edges"])
+def test_copy_ranges_gpu_matches_cpu_at_edges(kind, bytes_per_thread):
+    """The warp-tiled copy (whole destination words stored wide, lanes on consecutive words,
+    a lane per range where ranges are short) against the CPU driver and numpy: empty ranges,
+    one byte, every start and end offset within a word, ranges across 16-byte boundaries and
+    at both ends of both arrays, many ranges, in order (strings) and permuted, unaligned arrays."""
+    rng = np.random.default_rng(len(kind) * 7 + (bytes_per_thread or 0))
+    for trial in range(3):
+        nsrc = int(rng.integers(200, 2500))
+        src = _bytes_at(rng, nsrc, trial + 3)
+        if kind == "edges":  # first and last bytes of src, lengths 0..17 at every offset
+            ln = np.array([n for n in range(18) for _ in range(2)], np.int64)
+            ss = np.array([0 if i % 2 else nsrc - n for i, n in enumerate(ln)], np.int64)
+        else:
+            hi = {"short": 3, "strings": 24, "long": 700, "mixed": 400}[kind]
+            ln = rng.integers(0, hi, int(rng.integers(1, 120)))
+            if kind == "mixed":
+                ln[rng.random(ln.size) < 0.8] %= 9
+            ln = np.minimum(ln, nsrc)
+            ss = np.array([rng.integers(0, nsrc - n + 1) for n in ln], np.int64)
+        order = np.arange(ln.size) if kind in ("strings", "edges") else rng.permutation(ln.size)
+        dd = np.empty(ln.size, np.int64)
+        dd[order] = np.concatenate([[0], np.cumsum(ln[order])[:-1]]) + trial
+        ndst = int(ln.sum()) + 2 * trial + 1
+        host_src = h(src)
+        want = np.full(ndst, 0xEE, np.uint8)
+        for s, n, d in zip(ss, ln, dd, strict=True):
+            want[d : d + n] = host_src[s : s + n]
+        np.testing.assert_array_equal(ck.copy_ranges(host_src, ss, ln, np.full(ndst, 0xEE, np.uint8), dd), want)
+        dst = _bytes_at(rng, ndst, 5 * trial, fill=0xEE)
+        ck.copy_ranges_gpu(src, ss, ln, dst, dd, bytes_per_thread=bytes_per_thread)
+        np.testing.assert_array_equal(h(dst), want, err_msg=f"{kind} trial {trial}")
+        # device lengths with a bound on their total (the read's plain string bytes)
+        dst = _bytes_at(rng, ndst, 5 * trial, fill=0xEE)
+        ck.copy_ranges_gpu(src, _device.to_device(ss), _device.to_device(ln), dst, _device.to_device(dd),
+                           max_total=int(ln.sum()) + 40, bytes_per_thread=bytes_per_thread)
+        np.testing.assert_array_equal(h(dst), want, err_msg=f"{kind} trial {trial} (max_total)")
+
+
+@pytest.mark.parametrize("bytes_per_thread", [1, 3, None])
+def test_fill_patterns_gpu_matches_cpu_at_edges(bytes_per_thread):
+    """The warp-tiled fill (whole destination words of patterns dividing 8 stored wide, other
+    patterns and the edges byte by byte) against the CPU driver: empty and one-byte segments,
+    every offset within a word, patterns of 1..16 bytes, an unaligned destination."""
+    rng = np.random.default_rng(21 + (bytes_per_thread or 0))
+    pats = rng.integers(0, 256, 48).astype(np.uint8)
+    for trial in range(4):
+        k = int(rng.integers(1, 40))
+        nb = rng.integers(0, (2, 24, 200, 700)[trial], k)
+        pl = rng.choice([1, 2, 3, 4, 5, 8, 16], k)
+        ps = np.array([rng.integers(0, pats.size - n + 1) for n in pl], np.int64)
+        dd = np.concatenate([[0], np.cumsum(nb)[:-1]]) + trial
+        ndst = int(nb.sum()) + 9
+        want = ck.fill_patterns(np.full(ndst, 0xEE, np.uint8), dd, nb, pats, ps, pl)
+        dst = _bytes_at(rng, ndst, 3 + trial, fill=0xEE)
+        ck.fill_patterns_gpu(dst, dd, nb, pats, ps, pl, bytes_per_thread=bytes_per_thread)
+        np.testing.assert_array_equal(h(dst), want, err_msg=f"trial {trial}")
+    with pytest.raises(CorruptInputError):
+        ck.fill_patterns_gpu(_device.to_device(np.zeros(8, np.uint8)), [4], [8], pats, [0], [2])
+
+
+@pytest.mark.parametrize("warp_copy", [True, False])
+def test_gather_binary_gpu_from_unaligned_bytes(warp_copy):
+    """Items gathered from a byte buffer that starts off a word boundary, at every offset
+    within a word and of lengths 0..40, a warp or a thread each, match the CPU gather."""
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(0, 41, 60)
+    offs = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = _bytes_at(rng, int(offs[-1]), 3)
+    idx = rng.integers(0, lengths.size, 90)
+    cpu = ck.gather_binary(offs, h(data), idx)
+    gpu = ck.gather_binary_gpu(offs, data, idx, warp_copy=warp_copy)
+    np.testing.assert_array_equal(h(gpu[0]), cpu[0])
+    np.testing.assert_array_equal(h(gpu[1]), cpu[1])
+
+
 def test_compaction_gpu_matches_cpu():
     rng = np.random.default_rng(4)
     deleted = np.array([3, 0, 9, 3])

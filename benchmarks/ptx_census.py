@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Count what the read path's copy kernels compile to, without a GPU: PTX (sm_90) census.
+
+Each kernel is compiled with numba-cuda's ``compile_ptx`` (patched to target sm_90, as
+``tests/kernels/ptx_compile_check.py`` does; needs libNVVM, not a device) and its PTX is
+counted:
+
+* global loads and stores by width (``ld.global.u8`` moves one byte, ``ld.global.u64`` eight,
+  ``ld.global.v2.u64`` sixteen), over the whole kernel and in its innermost loops;
+* in the innermost loops (a label and the last backward branch to it, with no other loop
+  inside): instructions, 64-bit integer operations (``add/sub/mul/mad/shl/shr/and/or/setp``...
+  on ``.s64/.u64/.b64``) and 32-bit ones;
+* registers per thread, where ``ptxas`` is on the PATH (it assembles for sm_90; a PTX
+  ``.version`` newer than it knows is lowered to its own: the kernels use nothing newer).
+
+The loops are what a thread executes per byte or word copied, so "instructions per byte" of a
+copy loop is its instruction count over the bytes its loads move.  Usage::
+
+    python3 benchmarks/ptx_census.py            # a markdown table on stdout
+    python3 benchmarks/ptx_census.py --dump DIR # and each kernel's PTX into DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+os.environ.pop("NUMBA_ENABLE_CUDASIM", None)  # the real target, not the simulator
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+_MEM = re.compile(r"^\s*(?:@%p\d+\s+)?(ld|st)\.global(?:\.nc)?\.((?:v[24]\.)?[usb](?:8|16|32|64))\b")
+_INT = re.compile(r"^\s*(?:@%p\d+\s+)?(add|sub|mul|mad|shl|shr|and|or|xor|setp\.\w+|selp|min|max|neg|div|rem|cvt\.\w+)\S*\.([usb])(32|64)\b")
+_LABEL = re.compile(r"^(\$L__\w+):")
+_BRA = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
+
+
+def _width_bytes(kind: str) -> int:
+    vec = 1
+    if kind.startswith("v"):
+        vec = int(kind[1])
+        kind = kind[3:]
+    return vec * int(kind[1:]) // 8
+
+
+def innermost_loops(lines: list[str]) -> list[tuple[int, int]]:
+    """``(first, last)`` line ranges of the innermost loops: a label and the last backward
+    branch to it, containing no other such range."""
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
+    loops: dict[str, tuple[int, int]] = {}
+    for j, line in enumerate(lines):
+        m = _BRA.search(line)
+        if m and m.group(1) in labels and labels[m.group(1)] < j:
+            loops[m.group(1)] = (labels[m.group(1)], j)
+    spans = sorted(loops.values())
+    return [a for a in spans if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in spans)]
+
+
+def census(ptx: str) -> dict:
+    """The counts of one kernel's PTX (module docstring)."""
+    lines = ptx.splitlines()
+    whole: Counter[str] = Counter()
+    for line in lines:
+        if m := _MEM.match(line):
+            whole[f"{m.group(1)}.{m.group(2)}"] += 1
+    loops = []
+    for a, b in innermost_loops(lines):
+        mem: Counter[str] = Counter()
+        ints: Counter[int] = Counter()
+        n = 0
+        moved = 0
+        for line in lines[a + 1 : b + 1]:
+            s = line.strip()
+            if not s or s.startswith(("$", "//", "{", "}")):
+                continue
+            n += 1
+            if m := _MEM.match(line):
+                mem[f"{m.group(1)}.{m.group(2)}"] += 1
+                if m.group(1) == "st":
+                    moved += _width_bytes(m.group(2))
+            elif m := _INT.match(line):
+                ints[int(m.group(3))] += 1
+        loops.append({"lines": (a, b), "instructions": n, "mem": dict(mem), "int64": ints[64], "int32": ints[32], "stored": moved})
+    return {"mem": dict(whole), "loops": loops}
+
+
+def registers(ptx: str) -> int | None:
+    """Registers per thread ``ptxas -arch=sm_90`` gives the kernel (None without ptxas)."""
+    if shutil.which("ptxas") is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        for _attempt in range(2):
+            src.write_text(ptx)
+            proc = subprocess.run(["ptxas", "-arch=sm_90", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                                  capture_output=True, text=True, timeout=300, check=False)
+            out = proc.stdout + proc.stderr
+            if m := re.search(r"Used (\d+) registers", out):
+                return int(m.group(1))
+            if m := re.search(r"current version is '([\d.]+)'", out):
+                ptx = re.sub(r"^\.version [\d.]+", f".version {m.group(1)}", ptx, count=1, flags=re.M)
+                continue
+            return None
+    return None
+
+
+def _kernels():
+    """``(label, kernel, constants, example arguments)`` of the kernels counted."""
+    import numpy as np
+
+    from cuda_kernels import gather, segments
+
+    z = np.zeros
+    i32, i64, u8 = np.int32, np.int64, np.uint8
+    u64 = np.uint64
+    words = (z(1, u64), i64(0), z(1, u64), i64(0))  # segments.word_view of the source and the destination
+    return [
+        ("segments._copy_kernel", segments._copy_kernel, {},
+         (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), *words)),
+        ("segments._fill_kernel", segments._fill_kernel, {},
+         (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), z(1, u64), i64(0))),
+        ("gather._binary_copy_kernel (thread per item)", gather._binary_copy_kernel, {},
+         (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), *words)),
+        ("gather._binary_copy_warps_kernel (warp per item)", gather._binary_copy_warps_kernel, {},
+         (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), *words)),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dump", type=Path, help="write each kernel's PTX into this folder")
+    args = ap.parse_args(argv)
+    import numba
+    import numba.cuda.dispatcher as disp
+    from numba import cuda
+
+    class _Sm90:
+        compute_capability = (9, 0)
+
+    disp.get_current_device = lambda: _Sm90()
+    from cuda_kernels._target import _rebind
+
+    print("| kernel | registers | global loads (whole kernel) | global stores | innermost loops: instructions, loads / stores, "
+          "int64 / int32 ops, bytes stored |")
+    print("|---|---|---|---|---|")
+    for label, kernel, consts, example in _kernels():
+        sig = tuple(numba.typeof(a) for a in example)
+        ptx, _ = cuda.compile_ptx(_rebind(kernel.py, "gpu", consts), sig, cc=(9, 0))
+        if args.dump:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            (args.dump / f"{label.split()[0]}.ptx").write_text(ptx)
+        c = census(ptx)
+        loads = ", ".join(f"{n} {k[3:]}" for k, n in sorted(c["mem"].items()) if k.startswith("ld"))
+        stores = ", ".join(f"{n} {k[3:]}" for k, n in sorted(c["mem"].items()) if k.startswith("st"))
+        loops = "; ".join(
+            f"{lp['instructions']} instr, {' '.join(f'{n}x{k}' for k, n in sorted(lp['mem'].items())) or 'no memory'}, "
+            f"{lp['int64']}/{lp['int32']}, {lp['stored']} B"
+            for lp in c["loops"]
+        )
+        print(f"| {label} | {registers(ptx) or '?'} | {loads} | {stores} | {loops} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
