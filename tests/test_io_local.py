@@ -8,7 +8,6 @@ import errno
 import gc
 import os
 import re
-import sys
 from pathlib import Path
 
 import lance
@@ -636,45 +635,6 @@ def test_unreachable_readers_give_their_descriptors_back(tmp_path, held: int) ->
                          text=True, check=True, timeout=300)
     peak = int(out.stdout.strip())
     assert peak <= max(512, held // 2) + 60, peak
-
-
-def test_start_writeback_is_a_hint_and_put_unsynced_publishes_whole(tmp_path, monkeypatch):
-    """``start_writeback`` starts a file's write-back (``sync_file_range``) and changes none of
-    its bytes; where the call does not exist (not Linux) it does nothing, and a writer closed
-    unsynced publishes all the same.  ``put_unsynced`` publishes a whole object atomically,
-    leaving no staging file, without starting its write-back."""
-    from lance_gpu.io import local
-
-    path = tmp_path / "a.bin"
-    path.write_bytes(b"x" * 10_000)
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.write(fd, b"y" * 100)
-        local.start_writeback(fd)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    assert path.read_bytes() == b"y" * 100 + b"x" * 9_900
-    assert (local._libc_sync_file_range() is not None) == sys.platform.startswith("linux")
-
-    started: list[int] = []
-    monkeypatch.setattr(local, "start_writeback", started.append)
-    key = str(tmp_path / "_transactions" / "1-x.txn")
-    LOCAL.put_unsynced(key, b"transaction")
-    assert LOCAL.get(key) == b"transaction" and started == []
-    writer = LOCAL.open_writer(str(tmp_path / "data" / "b.lance"))
-    writer.write(b"data")
-    writer.close(sync=False)
-    assert len(started) == 1 and LOCAL.get(str(tmp_path / "data" / "b.lance")) == b"data"
-
-    monkeypatch.undo()
-    monkeypatch.setattr(local, "_libc_sync_file_range", lambda: None)
-    writer = LOCAL.open_writer(str(tmp_path / "data" / "c.lance"))
-    writer.write(b"more")
-    writer.close(sync=False)
-    LOCAL.sync([str(tmp_path / "data" / "c.lance")])
-    assert LOCAL.get(str(tmp_path / "data" / "c.lance")) == b"more"
-    assert _staging(tmp_path) == []
 
 
 def test_overwrite_in_place_pads_and_leaves_links_alone(tmp_path):

@@ -668,42 +668,6 @@ def test_every_file_a_manifest_names_is_fsynced_before_the_manifest_appears(tmp_
     assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
 
 
-def test_files_a_commit_syncs_start_their_write_back_when_published(tmp_path, monkeypatch):
-    """Data and deletion files, published unsynced for the commit to fsync, start their
-    write-back as they are published (``sync_file_range``: the commit's round then waits on
-    one journal commit); files no commit syncs (the transaction file, the version hint) and
-    the manifest's staging copy (fsync'd at once) do not.  Only a head start: the fsync
-    test above still holds, and pylance reads every version."""
-    from lance_gpu.io import local
-
-    uri = str(tmp_path / "ds")
-    lance_gpu.write_dataset(_tbl(0, 20), uri)
-    started: list[str] = []
-    real = local.start_writeback
-
-    def recording(fd: int) -> None:
-        started.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(local, "start_writeback", recording)
-    for mutate, where in (
-        (lambda: lance_gpu.write_dataset(_tbl(100, 5), uri, mode="append"), "/data/"),
-        (lambda: lance_gpu.dataset(uri).delete("id = 3"), "/_deletions/"),
-    ):
-        started.clear()
-        mutate()
-        [path] = started
-        assert where in path and os.path.basename(path).startswith(".tmp_")  # (before its rename)
-    started.clear()
-    lance_gpu.dataset(uri).update({"x": "x + 1"}, where="id = 101")
-    assert sorted(p.split("/")[-2] for p in started) == ["_deletions", "data"]
-    assert not [p for p in started if "/_transactions/" in p or "/_versions/" in p]
-    monkeypatch.undo()
-    ref = lance.dataset(uri)
-    assert ref.version == 4
-    assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
-
-
 def test_append_reads_the_hint_once_and_plans_only_other_schemas(tmp_path, monkeypatch):
     """``write_dataset(mode="append")`` reads the version hint once (finding the base: its
     commit does not read it again before publishing); data whose schema is the dataset's

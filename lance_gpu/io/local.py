@@ -11,12 +11,7 @@ exists, so a committed object is never replaced) or, where links are not support
 creates the target with ``O_EXCL``.  The staging file is removed on every path, failures
 included.  A streamed data file may be published unsynced (``LocalWriter.close(sync=False)``)
 and fsync'd later by :meth:`LocalStore.sync`, which a commit runs on every file its manifest
-adds before publishing the manifest; its write-back starts when it is published (Linux
-``sync_file_range``, a hint that persists nothing by itself), so that by the commit's round
-its pages are written and its block allocation waits in the running journal transaction
-with the manifest's: the round then costs one journal commit, not one per file.
-:meth:`LocalStore.put_unsynced` publishes objects no commit syncs (transaction files,
-the version hint) without starting their write-back.
+adds before publishing the manifest.
 """
 
 from __future__ import annotations
@@ -80,41 +75,6 @@ def _libc_preadv() -> Any:
     fn.restype = ctypes.c_ssize_t
     return fn
 
-
-
-#: ``sync_file_range``'s flag that starts write-back of a range's dirty pages, without waiting.
-SYNC_FILE_RANGE_WRITE = 2
-
-
-@functools.cache
-def _libc_sync_file_range() -> Any:
-    """libc's ``sync_file_range(fd, offset, nbytes, flags)`` through ctypes (which releases
-    the GIL during the call), or None where there is none (not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def start_writeback(fd: int) -> None:
-    """Start writing the dirty pages of ``fd`` to the device, without waiting for them
-    (``sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)``; nothing where that call does not
-    exist).  Only a head start for a later ``fsync``: it makes nothing durable, so its
-    failure (a file system that refuses it) is ignored -- the ``fsync`` reports real errors.
-
-    Measured on ext4 in this VM (``/tmp``, two small new files, load ~1): fsyncing both
-    files in parallel 0.59 ms (median); the same with the first file's write-back started
-    when it was written 0.44 ms, about one fsync's 0.40 ms -- both allocations then commit in
-    one journal transaction.  Starting it costs the caller ~70 us of kernel time (the block
-    allocation and the write's submission, which the fsync would otherwise do)."""
-    fn = _libc_sync_file_range()
-    if fn is not None:
-        fn(fd, 0, 0, SYNC_FILE_RANGE_WRITE)
 
 
 def _mtime(st: os.stat_result) -> _dt.datetime:
@@ -372,9 +332,8 @@ class LocalFile:
 
 class LocalWriter:
     """Streams a new local file into a staging file; :meth:`close` fsyncs and renames it
-    to its name (``close(sync=False)`` renames it unsynced, its write-back started
-    (:func:`start_writeback`): :meth:`LocalStore.sync` it before a manifest names it),
-    :meth:`abort` (or any failure) removes it.
+    to its name (``close(sync=False)`` renames it unsynced: :meth:`LocalStore.sync` it
+    before a manifest names it), :meth:`abort` (or any failure) removes it.
 
     The staging file is created in the background where a core is spare
     (:func:`~lance_gpu.io.background.in_background`): creating a file is a journal
@@ -426,9 +385,6 @@ class LocalWriter:
             fh.flush()
             if sync:
                 os.fsync(fh.fileno())
-            else:
-                # the caller syncs it before a manifest names it: a head start for that fsync
-                start_writeback(fh.fileno())
             fh.close()
             os.replace(self._staging, self.path)
         except OSError as exc:
@@ -614,18 +570,6 @@ class LocalStore:
 
     def put_if_absent(self, path: str, data: bytes | memoryview) -> None:
         self._publish_staged(self._stage(path, data), path, data)
-
-    def put_unsynced(self, path: str, data: bytes | memoryview) -> None:
-        """:meth:`put` without the fsync and without starting the write-back: for objects no
-        commit syncs (a transaction file, the version hint), where ``open_writer`` /
-        ``close(sync=False)`` would start a write-back nobody waits for."""
-        staging = self._stage(path, data, sync=False)
-        try:
-            os.replace(staging, path)
-        except OSError as exc:
-            _unlink_quietly(staging)
-            raise translate(exc, path, "write") from exc
-        self.stats.add("puts", 1, len(data))
 
     def overwrite_in_place(self, path: str, data: bytes) -> bool:
         """Write ``data`` over the existing small file ``path`` (one ``pwrite`` at offset 0,

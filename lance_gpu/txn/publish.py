@@ -257,12 +257,7 @@ def put_unsynced(store: ObjectStore, key: str, data: bytes) -> None:
     """Write the whole object ``key`` without making it durable (locally: no fsync).  The
     caller syncs it (:meth:`~lance_gpu.io.store.ObjectStore.sync`) before anything durable
     names it, or it is only a hint.  Published atomically all the same: readers see all of it
-    or nothing.  A store with a ``put_unsynced`` method of its own (``LocalStore``: no
-    write-back started for it) is asked to do it."""
-    direct = getattr(store, "put_unsynced", None)
-    if direct is not None:
-        direct(key, data)
-        return
+    or nothing."""
     writer = store.open_writer(key)
     try:
         writer.write(data)
