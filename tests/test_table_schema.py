@@ -283,3 +283,37 @@ def test_file_schema_bytes_start_the_file_descriptor(all_types: tuple[pa.Schema,
             whole = file_pb2.FileDescriptor(schema=file_pb2.Schema(fields=ls.to_protos(), metadata=ls.metadata), length=rows)
             assert ls.file_schema_bytes() + file_pb2.FileDescriptor(length=rows).SerializeToString() == whole.SerializeToString()
         assert ls.file_schema_bytes() is ls.file_schema_bytes()
+
+
+def test_derived_values_are_made_once_per_field_tree() -> None:
+    """``LanceSchema.derived`` makes a value once for schemas of one field tree (those
+    ``from_manifest`` hands out for equal manifests) and keeps it under the caller's key; a
+    make that raises keeps nothing.  Data files' column ids and the writer's per-field
+    columns are kept so."""
+    f = file_pb2.Field
+    fields = [f(name="a", id=0, parent_id=-1, logical_type="int32"), f(name="b", id=1, parent_id=-1, logical_type="string")]
+    one = LanceSchema.from_manifest(_manifest(fields), "one")
+    two = LanceSchema.from_manifest(_manifest(fields), "two")
+    made: list[str] = []
+
+    def make() -> list[int]:
+        made.append("x")
+        return [1, 2]
+
+    assert one.derived(("test", 1), make) is two.derived(("test", 1), make) and made == ["x"]
+    assert two.derived(("test", 2), make) == [1, 2] and made == ["x", "x"]
+
+    def fail() -> int:
+        raise ValueError("no")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            one.derived(("failing",), fail)
+    other = LanceSchema.from_manifest(_manifest([fields[0]]), "other")
+    assert other.derived(("test", 1), make) == [1, 2] and made == ["x", "x", "x"]
+
+    from lance_gpu.write.dataset_writer import _data_file
+
+    a, b = _data_file("f.lance", one, 2, 10), _data_file("g.lance", two, 2, 20)
+    assert list(a.fields) == list(b.fields) == [0, 1] and list(a.column_indices) == [0, 1]
+    assert (a.path, a.file_size_bytes, b.path, b.file_size_bytes) == ("f.lance", 10, "g.lance", 20)

@@ -668,6 +668,46 @@ def test_every_file_a_manifest_names_is_fsynced_before_the_manifest_appears(tmp_
     assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
 
 
+def test_append_reads_the_hint_once_and_plans_only_other_schemas(tmp_path, monkeypatch):
+    """``write_dataset(mode="append")`` reads the version hint once (finding the base: its
+    commit does not read it again before publishing); data whose schema is the dataset's
+    own is written as it is, other schemas (columns reordered, missing) are planned
+    (``_append_plan``) -- and pylance reads every version as ours does."""
+    import importlib
+
+    from lance_gpu.io.local import LocalStore
+
+    writer_module = importlib.import_module("lance_gpu.write.dataset_writer")
+    uri = str(tmp_path / "ds")
+    lance_gpu.write_dataset(_tbl(0, 20), uri)
+    hint_reads: list[str] = []
+    plans: list[list[str]] = []
+    real_get, real_plan = LocalStore.get, writer_module._append_plan
+
+    def get(self, path):
+        if path.endswith("latest_version_hint.json"):
+            hint_reads.append(path)
+        return real_get(self, path)
+
+    def plan(target, incoming):
+        plans.append(incoming.names)
+        return real_plan(target, incoming)
+
+    monkeypatch.setattr(LocalStore, "get", get)
+    monkeypatch.setattr(writer_module, "_append_plan", plan)
+    lance_gpu.write_dataset(_tbl(20, 5), uri, mode="append")
+    assert len(hint_reads) == 1 and plans == []
+    lance_gpu.write_dataset(_tbl(25, 5).select(["x", "id", "s"]), uri, mode="append")
+    lance_gpu.write_dataset(_tbl(30, 5).select(["id", "s"]), uri, mode="append")
+    assert plans == [["x", "id", "s"], ["id", "s"]]
+    with pytest.raises(SchemaMismatchError):
+        lance_gpu.write_dataset(_tbl(35, 5).append_column("extra", pa.array(np.arange(5))), uri, mode="append")
+    monkeypatch.undo()
+    ref = lance.dataset(uri)
+    assert ref.version == 4 and ref.count_rows() == 35
+    assert lance_gpu.dataset(uri).to_table().equals(ref.to_table())
+
+
 def test_transaction_file_written_in_the_background_lands_before_the_manifest(tmp_path, monkeypatch):
     """The transaction file is written in the background while the manifest is built and
     staged: the manifest is linked only after it landed, and a transaction write that fails

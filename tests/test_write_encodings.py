@@ -490,3 +490,98 @@ def test_one_chunk_pages_assemble_as_the_general_path(array, monkeypatch):
     for a, b in zip(fast, general_path, strict=True):
         assert a.layout == b.layout
         assert [bytes(np.asarray(x).data) for x in a.buffers] == [bytes(np.asarray(x).data) for x in b.buffers]
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([1, None, 3], pa.int64()),
+        pa.array(np.arange(5, dtype=np.uint16)),
+        pa.array([1.5, None], pa.float32()),
+        pa.array([True, None, False]),
+        pa.array(["a", None, "bcd"]),
+        pa.array([b"x", b""], pa.large_binary()),
+        pa.array(["p", None], pa.large_string()),
+        pa.array([b"ab", None, b"cd"], pa.binary(2)),
+        pa.array([1, None], pa.date32()),
+        pa.array([1, 2], pa.timestamp("us", tz="UTC")),
+        pa.array([1, None], pa.decimal128(5, 2)),
+        pa.array([None, None], pa.null()),
+        pa.array(["v", None], pa.string_view()),
+        pa.FixedSizeListArray.from_arrays(pa.array(np.arange(6, dtype=np.float32)), 3),
+        pa.array([{"a": 1}, None], pa.struct([("a", pa.int8())])),
+        pa.array(["k", "k", None]).dictionary_encode(),
+    ],
+)
+def test_top_level_plain_leaves_shred_as_the_general_path(array, monkeypatch):
+    """A top-level array of a plain type (not nested, a dictionary, nulls, a view or an
+    extension) is its own leaf at once; the leaf is what the general walk makes of it, and
+    other types still take that walk."""
+    from lance_gpu.file.writer import shred as shred_module
+    from lance_gpu.table.schema import LanceSchema
+
+    field = LanceSchema.from_arrow(pa.schema([pa.field("c", array.type)])).fields[0]
+    quick = shred_module.shred(array, field)
+    plain = array.type.id in shred_module._PLAIN_LEAF_IDS
+    monkeypatch.setattr(shred_module, "_PLAIN_LEAF_IDS", frozenset())
+    walked = shred_module.shred(array, field)
+    assert len(quick) == len(walked)
+    for a, b in zip(quick, walked, strict=True):
+        assert a.values.equals(b.values) and a.values.type == b.values.type
+        assert (a.layers, a.num_levels, a.num_rows, a.rep) == (b.layers, b.num_levels, b.num_rows, b.rep)
+        assert (a.def_ is None) == (b.def_ is None) and (a.def_ is None or np.array_equal(a.def_, b.def_))
+        assert (a.dictionary is None) == (b.dictionary is None)
+    t = array.type
+    expected = (pa.types.is_primitive(t) or shred_module.is_variable(t) or pa.types.is_fixed_size_binary(t)
+                or pa.types.is_decimal(t)) and not (pa.types.is_null(t) or pa.types.is_fixed_size_list(t))
+    assert plain == expected
+
+
+@pytest.mark.parametrize("rows", [16, 200_000])
+def test_small_pieces_of_a_file_are_written_together_with_the_same_bytes(tmp_path, rows, monkeypatch):
+    """The writer gathers a file's small pieces (page buffers, pads, metadata) and writes
+    them together: a small file is one write to its handle; the file's bytes are those of
+    writing every piece by itself, for small and large (directly written) pages alike."""
+    from lance_gpu.file.writer import container
+    from lance_gpu.io.local import LocalStore
+    from lance_gpu.table.schema import LanceSchema
+    from lance_gpu.write.file_writer import LanceFileWriter
+
+    ids = np.arange(rows, dtype=np.int64)
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(rows * 8, np.float32)), 8)
+    table = pa.table({"id": ids, "s": pa.array([f"s{i % 97}" for i in ids]), "x": ids * 0.5, "emb": emb})
+    schema = LanceSchema.from_arrow(table.schema)
+    store = LocalStore()
+    writes: list[int] = []
+    real_open = LocalStore.open_writer
+
+    def counting_open(self, path):
+        writer = real_open(self, path)
+        real_write = writer.write
+
+        def write(data):
+            writes.append(memoryview(data).nbytes)
+            return real_write(data)
+
+        writer.write = write
+        return writer
+
+    monkeypatch.setattr(LocalStore, "open_writer", counting_open)
+
+    def written(name: str) -> bytes:
+        writes.clear()
+        w = LanceFileWriter(str(tmp_path / name), schema, 2, store=store)
+        w.write(table)
+        w.finish()
+        return (tmp_path / name).read_bytes()
+
+    gathered = written("gathered.lance")
+    if rows == 16:
+        assert len(writes) == 1
+    else:
+        assert max(writes) >= container.GATHER_BYTES  # big page buffers go out directly
+    monkeypatch.setattr(container, "GATHER_BYTES", 1)
+    alone = written("alone.lance")
+    assert len(writes) > 10
+    assert gathered == alone
+    assert lance.file.LanceFileReader(str(tmp_path / "gathered.lance")).read_all().to_table().equals(table)

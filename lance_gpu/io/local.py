@@ -4,7 +4,7 @@
 Keys are absolute POSIX paths.  Reads are zero-copy views of a read-only memory map (a
 ``pread`` fallback where mapping fails); a decoded range's pages may be released from this
 process (``madvise(MADV_DONTNEED)``) when the store's ``release_pages`` says so -- always
-safe, the page cache keeps the file.  Writes go to a staging file ``.tmp_{name}_{uuid}``
+safe, the page cache keeps the file.  Writes go to a staging file ``.tmp_{name}_{128 random bits in hex}``
 next to the target, fsync'd, then published: :meth:`LocalStore.put` renames it over the
 target, :meth:`LocalStore.put_if_absent` hard-links it (``link`` fails if the target
 exists, so a committed object is never replaced) or, where links are not supported,
@@ -30,7 +30,6 @@ import re
 import stat
 import sys
 import threading
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, BinaryIO
@@ -53,7 +52,7 @@ __all__ = ["LOCAL", "STAGING_NAME", "STAGING_PREFIX", "LocalFile", "LocalStore",
 
 #: Name prefix of staging files (never listed, never parsed as versions).
 STAGING_PREFIX = ".tmp_"
-#: A staging file's whole name: ``.tmp_{target name}_{uuid4 hex}`` (see :func:`_staging`).
+#: A staging file's whole name: ``.tmp_{target name}_{32 hex digits}`` (see :func:`_staging`).
 STAGING_NAME = re.compile(r"\.tmp_.+_[0-9a-f]{32}")
 #: Largest file :meth:`LocalStore.overwrite_in_place` rewrites (one page: a single write).
 IN_PLACE_LIMIT = 4096
@@ -84,8 +83,10 @@ def _mtime(st: os.stat_result) -> _dt.datetime:
 
 
 def _staging(path: str) -> str:
-    head, tail = os.path.split(path)
-    return os.path.join(head, f"{STAGING_PREFIX}{tail}_{uuid.uuid4().hex}")
+    """``path``'s staging name (:data:`STAGING_NAME`): 128 random bits in hex, as a uuid4's
+    ``hex`` spells them, without building the UUID object."""
+    head, sep, tail = path.rpartition("/")
+    return f"{head}{sep}{STAGING_PREFIX}{tail}_{os.urandom(16).hex()}"
 
 
 def _unlink_quietly(path: str) -> None:

@@ -36,14 +36,16 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from lance_gpu._proto import file_pb2, table_pb2
 from lance_gpu.errors import CorruptFileError, SchemaMismatchError, UnsupportedFeatureError, UnsupportedTypeError
+
+_T = TypeVar("_T")
 
 __all__ = [
     "ENCODING_PLAIN",
@@ -731,11 +733,24 @@ class LanceSchema:
         :meth:`to_protos` and the metadata), serialized; a descriptor's bytes are these
         followed by those of ``FileDescriptor(length=rows)`` (fields in number order, as
         serializing the whole message gives them)."""
-        kept = self._derived.get("file schema")
-        if kept is None:
-            schema = file_pb2.Schema(fields=self.to_protos(), metadata=self.metadata)
-            kept = self._derived["file schema"] = file_pb2.FileDescriptor(schema=schema).SerializeToString()
-        return kept  # type: ignore[no-any-return]
+        return self.derived("file schema", self._file_schema_bytes)
+
+    def _file_schema_bytes(self) -> bytes:
+        schema = file_pb2.Schema(fields=self.to_protos(), metadata=self.metadata)
+        return file_pb2.FileDescriptor(schema=schema).SerializeToString()
+
+    def derived(self, key: object, make: Callable[[], _T]) -> _T:
+        """``make()``, a value that depends on the fields and metadata alone, made once per
+        field tree: kept under ``key`` (a name the caller owns, e.g. ``("file columns",
+        minor)``) with :meth:`to_arrow`'s schemas, shared by every schema of the tree
+        :meth:`from_manifest` hands out (each small write asks again).  What it returns is
+        shared: callers never modify it.  A ``make`` that raises keeps nothing (asked again,
+        it raises again)."""
+        try:
+            return self._derived[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._derived[key] = make()
+            return value
 
 
 def _has_extension_markers(schema: pa.Schema) -> bool:

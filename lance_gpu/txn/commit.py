@@ -276,6 +276,7 @@ def commit_file(
     lock: Callable[[int], AbstractContextManager[Any]] | None = None,
     detached: bool = False,
     known_since: Sequence[ManifestFile] = (),
+    base_from_hint: bool = False,
 ) -> ManifestFile:
     """Commit ``op`` on top of ``base`` (the version the writer read; None: a new dataset)
     in the dataset at ``root`` of ``store``.
@@ -298,6 +299,11 @@ def commit_file(
     of (its own: a compaction's ReserveFragments commit): ``op`` is rebased on them before
     the first attempt, as it would be after losing their versions, without trying those
     versions first (the transaction still names ``base`` as the version read, as pylance's).
+
+    ``base_from_hint``: ``base`` was just found as the latest version through the version
+    hint (:func:`~lance_gpu.txn.publish.latest`, by the caller, moments before): the first
+    attempt does not read the hint again (:func:`_hinted_past`, which guards a base read
+    long ago against publishing below versions committed since and cleaned up).
     """
 
     if lock is None:
@@ -353,6 +359,7 @@ def commit_file(
             # the manifest's staging file, created while the manifest is built
             staged = stage_manifest(store, join(root, "_versions", manifest_file_name(version, naming)))
         trust_hint = True  # see _hinted_past
+        hint_read = base_from_hint  # (by the caller, for the first attempt)
         synced: set[str] = set()
         while True:
             op.touched = None
@@ -373,7 +380,7 @@ def commit_file(
             name = detached_manifest_name(version) if detached else manifest_file_name(version, naming)
             target = join(root, "_versions", name)
             try:
-                if not detached and current is not None and trust_hint and _hinted_past(store, root, version):
+                if not detached and current is not None and trust_hint and not hint_read and _hinted_past(store, root, version):
                     # later versions exist although ``version`` does not (a cleanup removed
                     # it): rebase on them instead of publishing below the latest
                     raise FileExistsError(version)
@@ -423,6 +430,7 @@ def commit_file(
             # A hint naming versions that are not there (stale, or written by hand) is not
             # trusted again: the next attempt publishes ``version``.
             trust_hint = False
+            hint_read = False
             for winner in _committed_since(store, root, version, naming):
                 trust_hint = True
                 build_upon(winner)

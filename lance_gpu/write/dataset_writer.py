@@ -116,10 +116,17 @@ def _minor_of(version: str | None) -> int:
 
 
 def _check_types(schema: LanceSchema, minor: int) -> None:
+    """Raise for a field files of version ``minor`` cannot store (checked once per field
+    tree and version: a schema that passed is remembered, :meth:`LanceSchema.derived`)."""
+    schema.derived(("writable types", minor), lambda: _checked_types(schema, minor))
+
+
+def _checked_types(schema: LanceSchema, minor: int) -> bool:
     if minor == LEGACY:
         check_legacy_types(schema)
-        return
-    check_writable_types(schema, minor)
+    else:
+        check_writable_types(schema, minor)
+    return True
 
 
 def _is_json(t: pa.DataType) -> bool:
@@ -209,15 +216,22 @@ def _data_file(path: str, schema: LanceSchema, minor: int, size: int) -> table_p
     if minor == LEGACY:  # every field id (structs and lists too), no column indices
         return table_pb2.DataFile(path=path, fields=schema.field_ids, file_major_version=LEGACY_MAJOR,
                                   file_minor_version=LEGACY_MINOR, file_size_bytes=size)
-    leaves = column_field_ids(schema, minor)
+    leaves, columns = schema.derived(("data file columns", minor), lambda: _file_column_ids(schema, minor))
     return table_pb2.DataFile(
         path=path,
         fields=leaves,
-        column_indices=list(range(len(leaves))),
+        column_indices=columns,
         file_major_version=2,
         file_minor_version=minor,
         file_size_bytes=size,
     )
+
+
+def _file_column_ids(schema: LanceSchema, minor: int) -> tuple[list[int], list[int]]:
+    """A 2.``minor`` data file's ``fields`` and ``column_indices`` for ``schema`` (made once per
+    field tree: :meth:`LanceSchema.derived`)."""
+    leaves = column_field_ids(schema, minor)
+    return leaves, list(range(len(leaves)))
 
 
 def data_file_name() -> str:
@@ -485,11 +499,14 @@ def write_committed(
         if minor == LEGACY:
             dictionaries = dataset_dictionaries(ostore, root, base.manifest)
         target = lance_schema.to_arrow(physical=True)
-        order = _append_plan(target, arrow_schema)
-        if order == list(range(len(order))) and all(
-            _strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema, strict=False)
-        ):
-            order = None
+        if arrow_schema.equals(target, check_metadata=True):
+            order = None  # the dataset's own schema, metadata included: what _append_plan accepts as is
+        else:
+            order = _append_plan(target, arrow_schema)
+            if order == list(range(len(order))) and all(
+                _strip(g.type).equals(f.type) for f, g in zip(target, arrow_schema, strict=False)
+            ):
+                order = None
         arrow_schema = target if order is not None else arrow_schema
         kind = "append"
     else:
@@ -518,6 +535,7 @@ def write_committed(
     committed = commit_file(
         ostore, root, op, base, naming, mode=mode, transaction_properties=properties,
         lock=commit_lock,  # type: ignore[arg-type]
+        base_from_hint=base is not None,  # (latest() above read the hint)
     )
     return ostore, root, committed
 

@@ -51,7 +51,7 @@ class LanceFileWriter(HostFileWriter):
         return isinstance(arrays[0], DeviceColumn) or super()._encode_now(arrays, nbytes)
 
     def _encode(self, arrays: list, field: LanceField, minor: int) -> list[tuple[int, EncodedPage, int]]:
-        if any(isinstance(a, DeviceColumn) for a in arrays):
+        if isinstance(arrays[0], DeviceColumn) or (len(arrays) > 1 and any(isinstance(a, DeviceColumn) for a in arrays)):
             if not all(isinstance(a, DeviceColumn) for a in arrays):
                 arrays = [a.to_arrow() if isinstance(a, DeviceColumn) else a for a in arrays]
             else:

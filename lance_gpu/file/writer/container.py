@@ -60,6 +60,10 @@ __all__ = [
     "encode_threads",
 ]
 
+#: Pieces of a file smaller than this (pages' buffers, pads, metadata) are gathered and
+#: written together, up to this many bytes at a time.
+GATHER_BYTES = 256 * 1024
+_ZEROS = bytes(64)
 #: Arrow bytes of one field buffered before they are encoded as a page.
 PAGE_BYTES = 8 * 1024 * 1024
 #: Every buffer starts on a multiple of this.
@@ -141,7 +145,18 @@ def _encode_rows(a: pa.Array, first: int, field: LanceField, minor: int, out: li
         _encode_rows(a.slice(0, half), first, field, minor, out)
         _encode_rows(a.slice(half), first + half, field, minor, out)
         return
-    out.extend((k, page, first) for k, page in enumerate(pages))
+    for k, page in enumerate(pages):
+        out.append((k, page, first))
+
+
+def _file_columns(schema: LanceSchema, minor: int) -> tuple[list[int], list[bool]]:
+    """Per top-level field of ``schema``, in a 2.``minor`` file: its first column (and, last,
+    the number of columns) and whether it is a blob field (what every writer of the schema
+    asks: :meth:`LanceSchema.derived` keeps it)."""
+    first = [0]
+    for top in schema.fields:
+        first.append(first[-1] + len(column_field_ids(LanceSchema([top], {}), minor)))
+    return first, [bool(blob_kind(top)) for top in schema.fields]
 
 
 def _any(url: str, msg) -> file2_pb2.Encoding:
@@ -188,11 +203,11 @@ class HostFileWriter:
         self.minor = minor
         self.page_bytes = PAGE_BYTES if page_bytes is None else page_bytes
         self._fh: WriteHandle = store.open_writer(self.path)
-        self._pos = 0
+        self._pos = 0  # bytes of the file so far, gathered ones included
+        self._gathered: list[bytes | memoryview] = []  # small pieces not written yet (_put)
+        self._gathered_bytes = 0
         self._fields = list(schema.fields)
-        leaves_per_field = [len(column_field_ids(LanceSchema([top], {}), minor)) for top in self._fields]
-        self._blob = [bool(blob_kind(top)) for top in self._fields]
-        self._first_col = np.concatenate([[0], np.cumsum(leaves_per_field)]).astype(int).tolist()
+        self._first_col, self._blob = schema.derived(("file columns", minor), lambda: _file_columns(schema, minor))
         self._columns: list[list[file2_pb2.ColumnMetadata.Page]] = [[] for _ in range(self._first_col[-1])]
         self._pending: list[list[pa.Array]] = [[] for _ in self._fields]
         self._pending_bytes = [0] * len(self._fields)
@@ -294,7 +309,7 @@ class HostFileWriter:
         nbytes = self._pending_bytes[i]
         first_row = self._field_rows[i]
         self._pending_bytes[i] = 0
-        self._field_rows[i] += sum(len(a) for a in arrays)
+        self._field_rows[i] += len(arrays[0]) if len(arrays) == 1 else sum(len(a) for a in arrays)
         if self._blob[i]:
             # blob bytes go into the file now (the descriptors hold their offsets)
             arr = arrays[0] if len(arrays) == 1 else _concat(arrays)
@@ -334,22 +349,50 @@ class HostFileWriter:
         while self._inflight:
             self._write_next()
 
-    def _align(self) -> None:
-        pad = (-self._pos) % ALIGNMENT
-        if pad:
-            self._fh.write(b"\0" * pad)
-            self._pos += pad
-
     def _write_buffer(self, data: bytes | np.ndarray | PendingBuffer) -> tuple[int, int]:
-        self._align()
-        pos = self._pos
+        """Write ``data`` at the next multiple of :data:`ALIGNMENT` (zeros before it); returns
+        its position and size.  Small pieces are gathered (:meth:`_put`)."""
+        pad = (-self._pos) % ALIGNMENT
         if not isinstance(data, (bytes, np.ndarray)) and isinstance(data, PendingBuffer):
             # (host buffers are checked first: a runtime Protocol check costs ~20 us)
             data = data.result()  # a device page buffer: wait for its copy to the host
         view = np.ascontiguousarray(data).data if isinstance(data, np.ndarray) else memoryview(data)
-        self._fh.write(view)
-        self._pos += view.nbytes
-        return pos, view.nbytes
+        n = view.nbytes
+        pos = self._pos + pad
+        if self._gathered_bytes + pad + n < GATHER_BYTES:  # (what _put does, inline: most pieces)
+            if pad:
+                self._gathered.append(_ZEROS[:pad])
+            self._gathered.append(view)
+            self._gathered_bytes += pad + n
+            self._pos = pos + n
+        else:
+            if pad:
+                self._put(_ZEROS[:pad])
+            self._put(view)
+        return pos, n
+
+    def _put(self, piece: bytes | memoryview) -> None:
+        """Append ``piece`` to the file: pieces under :data:`GATHER_BYTES` are gathered and
+        written together once that many are held (or at :meth:`finish`): a small file is one
+        write to its handle, not one per buffer, pad and table."""
+        n = len(piece) if isinstance(piece, bytes) else piece.nbytes
+        self._pos += n
+        if n >= GATHER_BYTES:
+            self._spill()
+            self._fh.write(piece)
+            return
+        self._gathered.append(piece)
+        self._gathered_bytes += n
+        if self._gathered_bytes >= GATHER_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Write the gathered pieces (see :meth:`_put`)."""
+        parts = self._gathered
+        if parts:
+            self._gathered = []
+            self._gathered_bytes = 0
+            self._fh.write(parts[0] if len(parts) == 1 else b"".join(parts))
 
     def add_global_buffer(self, data: bytes) -> int:
         """Write ``data`` now (64-byte aligned, between pages) as the next global buffer and
@@ -393,26 +436,25 @@ class HostFileWriter:
         gb_pos, gb_size = self._write_buffer(descriptor)
         blob_columns = {self._first_col[i] for i, blob in enumerate(self._blob) if blob and self.minor == 0}
         meta_start = self._pos
-        cmo = []
+        # column metadata, its offset table, the global buffer table and the footer: one piece
+        tail: list[bytes] = []
+        table: list[int] = []
+        at = meta_start
         for c, pages in enumerate(self._columns):
-            cm = file2_pb2.ColumnMetadata(encoding=_column_encoding(c in blob_columns), pages=pages)
-            raw = cm.SerializeToString()
-            cmo.append((self._pos, len(raw)))
-            self._fh.write(raw)
-            self._pos += len(raw)
-        cmo_start = self._pos
-        table = b"".join(struct.pack("<QQ", p, s) for p, s in cmo)
-        self._fh.write(table)
-        self._pos += len(table)
-        gbo_start = self._pos
+            raw = file2_pb2.ColumnMetadata(encoding=_column_encoding(c in blob_columns), pages=pages).SerializeToString()
+            tail.append(raw)
+            table += (at, len(raw))
+            at += len(raw)
+        cmo_start = at
         buffers = [(gb_pos, gb_size), *self._extra_buffers]
+        gbo_start = cmo_start + 8 * len(table)
         for pos, size in buffers:
-            self._fh.write(struct.pack("<QQ", pos, size))
-            self._pos += 16
+            table += (pos, size)
+        tail.append(struct.pack(f"<{len(table)}Q", *table))
         major, minor = (2, self.minor) if self.minor else (0, 3)  # 2.0 files say 0.3
-        footer = struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, len(buffers), len(self._columns), major, minor, MAGIC)
-        self._fh.write(footer)
-        self._pos += len(footer)
+        tail.append(struct.pack("<QQQIIHH4s", meta_start, cmo_start, gbo_start, len(buffers), len(self._columns), major, minor, MAGIC))
+        self._put(b"".join(tail))
+        self._spill()
         if sync:
             self.sync_close()
         return self._pos

@@ -67,7 +67,15 @@ from lance_gpu.file.encodings.general import ZSTD
 from lance_gpu.file.encodings.variable import _native as variable_native
 from lance_gpu.file.page import NULLABLE_ITEM
 from lance_gpu.file.v2_1.fullzip import _ctrl_bytes
-from lance_gpu.file.writer.shred import LeafColumn, fixed_width_bytes, fsl_layers, is_variable, storage_type, variable_parts
+from lance_gpu.file.writer.shred import (
+    TEXT_IDS,
+    VARIABLE_IDS,
+    LeafColumn,
+    fixed_width_bytes,
+    fsl_layers,
+    storage_type,
+    variable_parts,
+)
 
 __all__ = ["EncodedPage", "LevelOverflow", "PageBackend", "encode_leaf", "COMPRESSION_KEY", "STRUCTURAL_KEY"]
 
@@ -80,6 +88,7 @@ GENERAL_MINIBLOCK_MIN_BYTES = 32 * 1024
 STRUCTURAL_KEY = "lance-encoding:structural-encoding"
 DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
 
+_FIXED_SIZE_LIST = pa.list_(pa.int8(), 1).id
 #: Longest value (bytes) a mini-block page holds; wider values go full-zip.
 MINIBLOCK_MAX_VALUE_BYTES = 256
 #: Dictionary rules (see the module docstring).
@@ -142,7 +151,10 @@ class _Values:
     @property
     def fsl_dim(self) -> int:
         """Items per value of a fixed-size list (all layers), 0 for anything else."""
-        return int(np.prod([d for d, _v in self.fsl])) if self.fsl else 0
+        dim = 0
+        for d, _v in self.fsl:
+            dim = (dim or 1) * d
+        return dim
 
     @property
     def fsl_has_validity(self) -> bool:
@@ -175,12 +187,12 @@ def _fsl_encoding(layers, inner: pb.CompressiveEncoding) -> pb.CompressiveEncodi
 
 def _values_of(arr: pa.Array) -> _Values:
     t = storage_type(arr.type)
-    if is_variable(t):
+    tid = t.id
+    if tid in VARIABLE_IDS:
         offsets, data, obits = variable_parts(arr)
-        text = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-        return _Values(True, data, offsets=offsets, offset_bits=obits, num_values=len(arr), text=text)
+        return _Values(True, data, offsets=offsets, offset_bits=obits, num_values=len(arr), text=tid in TEXT_IDS)
     data, bits = fixed_width_bytes(arr)
-    layers = tuple(fsl_layers(arr)) if pa.types.is_fixed_size_list(t) else ()
+    layers = tuple(fsl_layers(arr)) if tid == _FIXED_SIZE_LIST else ()
     return _Values(False, data, bits=bits, num_values=len(arr), fsl=layers)
 
 
@@ -207,8 +219,11 @@ def _layers(leaf: LeafColumn) -> list[pb.RepDefLayer]:
 
 def encode_leaf(leaf: LeafColumn, minor: int) -> EncodedPage:
     """Encode one leaf page for file version 2.``minor`` (1 or 2)."""
-    compression = _meta(leaf, COMPRESSION_KEY)
-    structural = _meta(leaf, STRUCTURAL_KEY)
+    if leaf.field.metadata:
+        compression = _meta(leaf, COMPRESSION_KEY)
+        structural = _meta(leaf, STRUCTURAL_KEY)
+    else:
+        compression = structural = None
     n = leaf.num_values
     nulls = leaf.null_values
     if n == 0:

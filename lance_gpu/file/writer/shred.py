@@ -85,17 +85,36 @@ class LeafColumn:
         return nulls if nulls.any() else None
 
 
+#: Arrow type ids (``DataType.id``, what ``pa.types.is_*`` compare) of the variable-width
+#: types Lance stores as they are, and of the view types it stores as those.
+VARIABLE_IDS = frozenset(t.id for t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()))
+TEXT_IDS = frozenset(t.id for t in (pa.string(), pa.large_string(), pa.string_view()))
+LARGE_VARIABLE_IDS = frozenset(t.id for t in (pa.large_string(), pa.large_binary()))
+_STRING_VIEW = pa.string_view().id
+_BINARY_VIEW = pa.binary_view().id
+_FIXED_SIZE_LIST = pa.list_(pa.int8(), 1).id
+_BOOL = pa.bool_().id
+_NULL = pa.null().id
+#: Type ids of leaves that are neither nested, dictionaries, nulls, views nor extensions:
+#: a top-level array of one of these shreds to itself (see :func:`_shred_walk`).
+_PLAIN_LEAF_IDS = frozenset(
+    t.id
+    for t in (
+        pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+        pa.uint64(), pa.float16(), pa.float32(), pa.float64(), pa.date32(), pa.date64(), pa.time32("s"),
+        pa.time64("us"), pa.timestamp("us"), pa.duration("us"), pa.decimal128(1), pa.decimal256(1),
+        pa.binary(1), pa.string(), pa.large_string(), pa.binary(), pa.large_binary(),
+    )
+)
+
+
 def storage_type(t: pa.DataType) -> pa.DataType:
     return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
 
 
 def is_variable(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
+    """String, large string, binary or large binary (not views, not extensions)."""
+    return t.id in VARIABLE_IDS
 
 
 def _validity(arr: pa.Array) -> np.ndarray | None:
@@ -110,10 +129,10 @@ def _plain(arr: pa.Array) -> pa.Array:
     """The array with extension and view types replaced by what Lance stores."""
     if isinstance(arr, pa.ExtensionArray):
         arr = arr.storage
-    t = arr.type
-    if pa.types.is_string_view(t):
+    tid = arr.type.id
+    if tid == _STRING_VIEW:
         return arr.cast(pa.string())
-    if pa.types.is_binary_view(t):
+    if tid == _BINARY_VIEW:
         return arr.cast(pa.binary())
     return arr
 
@@ -130,6 +149,14 @@ def _shred_walk(arr: pa.Array, f: LanceField, chain: list[tuple[np.ndarray | Non
     """Append the leaf columns of ``arr`` (field ``f``, under the ``chain`` of (validity, offsets)
     of its parents; ``num_rows`` top-level rows) to ``out`` (module level: a recursive closure
     would leave a reference cycle per field written)."""
+    if not chain and arr.type.id in _PLAIN_LEAF_IDS:
+        # a top-level leaf of a plain type (most columns): itself, one item layer
+        validity = _validity(arr)
+        if validity is None:
+            out.append(LeafColumn(f, arr, None, None, (ALL_VALID_ITEM,), len(arr), num_rows))
+        else:
+            out.append(LeafColumn(f, arr, None, (~validity).astype(np.uint16), (NULLABLE_ITEM,), len(arr), num_rows))
+        return
     from cuda_kernels.levels import ravel_levels
 
     if f.logical_type == "json" and isinstance(arr, pa.ExtensionArray):
@@ -218,13 +245,14 @@ def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
     bits per value; fixed-size lists give ``dim`` items per value."""
     arr = _plain(arr)
     t = arr.type
+    tid = t.id
     n = len(arr)
-    if pa.types.is_fixed_size_list(t):
+    if tid == _FIXED_SIZE_LIST:
         dim = t.list_size
         child = arr.values.slice(arr.offset * dim, n * dim)
         data, bits = fixed_width_bytes(child)  # null items keep whatever bytes they hold
         return data, bits * dim
-    if pa.types.is_boolean(t):
+    if tid == _BOOL:
         buf = arr.buffers()[1]
         raw = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
         off = arr.offset
@@ -236,7 +264,7 @@ def fixed_width_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
         if n % 8:
             data[-1] &= (1 << (n % 8)) - 1
         return data, 1
-    if pa.types.is_null(t):
+    if tid == _NULL:
         return np.zeros(n, np.uint8), 8
     width = t.bit_width
     if width % 8:
@@ -276,8 +304,7 @@ def fsl_layers(arr: pa.Array) -> list[tuple[int, np.ndarray | None]]:
 def variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
     """``(offsets int64 from 0, bytes, offset bits)`` of a string / binary array."""
     arr = _plain(arr)
-    t = arr.type
-    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    large = arr.type.id in LARGE_VARIABLE_IDS
     n = len(arr)
     odt = np.int64 if large else np.int32
     bufs = arr.buffers()
