@@ -1911,13 +1911,11 @@ def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budg
 def test_one_row_per_unit_to_cudf_writes_final_buffers_once(root, monkeypatch):
     """Fragments of one row, every (fragment, field) a unit of its own (a budget of one
     byte): booleans, bytes of a byte wide column and validity at odd rows land at their
-    rows of the read's arena, nested and all-null columns too; the columns equal pylance's.
-    (Not the embedding: a fragment whose one row is a null embedding gets null items from
-    pylance, valid ones from the device read, one unit or several alike.)"""
+    rows of the read's arena, nested and all-null columns too, the nullable embedding's items
+    (a fragment whose one row is a null embedding: its items null, as pylance gives them);
+    the columns equal pylance's."""
     flat = gd.flat_nullable_table(5, seed=5)
-    flat = flat.drop_columns(["emb"])
     allnull = gd.flat_nullable_table(4, seed=6, null_p=1.0)
-    allnull = allnull.drop_columns(["emb"])
     for name, table in (("flat1", flat), ("allnull1", allnull), ("list1", gd.list_table(4, seed=5, depth=2))):
         uri = str(root / f"one_row_units_{name}")
         if not Path(uri).exists():
