@@ -64,8 +64,8 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
                                 spread to bytes), ``emit_levels`` (Flat16 copied)
 ``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value (emitted
                                 as Flat); one layer with item validity (``fsl_valid``, two
-                                chunk buffers: its validity bits spread here, in
-                                :func:`_emit_chunk_work`, its items emitted as Flat; or
+                                chunk buffers; ``emit_values``: its validity bits spread
+                                to :attr:`_Chunks.item_base`, its items as Flat's; or
                                 full-zip rows of validity bytes then items:
                                 :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
@@ -2042,6 +2042,10 @@ class _Chunks:
     value: np.ndarray
     rep_dst: np.ndarray
     def_dst: np.ndarray
+    #: per chunk, where its leaf's item validity bytes start in the fixed arena
+    #: (:attr:`LeafPlan.item_pos`, -1 for a leaf without): where the ``fsl_valid`` emission
+    #: (``fixed_size_list.gpu_plan.emit_values``) spreads the chunk's validity bits
+    item_base: np.ndarray
     #: the inline bit-packed blocks of buffer 0, where the device found them (else they are
     #: read in ``data``)
     blocks: bitpacking_plan.InlineBlocks | None = None
@@ -2057,9 +2061,6 @@ class _Chunks:
     def_blocks: bitpacking_plan.InlineBlocks | None = None
     rep_runs: np.ndarray | None = None
     def_runs: np.ndarray | None = None
-    #: per chunk, where its leaf's item validity bytes start in the fixed arena (leaves with
-    #: item validity, :attr:`LeafPlan.item_pos`); None: the ``leaf`` passed along
-    item_base: np.ndarray | None = None
 
 
 def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx,
@@ -2085,26 +2086,14 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     if int(mb.num_buffers) == 0 or not nvalues:
         return
     enc = mb.value_compression
-    counts = ch.counts
-    starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
-    sizes = ch.bufs[:, 0, 1]
     if dictionary is not None:
-        dictionary_plan.emit_indices(unit, enc, dictionary, ch, starts, ctx)
+        dictionary_plan.emit_indices(unit, enc, dictionary, ch, np.ascontiguousarray(ch.bufs[:, 0, 0]), ctx)
         return
     family, arg = encodings.device_value_form(enc, leaf, int(mb.num_buffers))
     if family == "var":  # a slot per value
         dst = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
     else:  # bytes of the fixed arena
         dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
-    if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
-        dim = arg[0]
-        nitems = counts * dim
-        if np.any(sizes < (nitems + 7) // 8):
-            raise ctx.corrupt("fixed-size-list validity chunk shorter than its items")
-        item_base = leaf.item_pos if ch.item_base is None else ch.item_base
-        unit.bits.add(src=8 * starts, count=nitems, dst=item_base + ch.value * dim)
-        ch = replace(ch, bufs=ch.bufs[:, 1:])
-        family = "flat"
     encodings.device_value_emitter(family)(unit, enc, arg, ch, dst, ctx)
 
 

@@ -38,9 +38,9 @@ field                      home; device planning (families it emits); device ker
                            batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
                            items, emitted as ``flat``; one layer of item validity,
-                           ``fsl_valid``, whose bits the planner spreads); batched copy,
-                           bits to bytes (booleans, item validity), full-zip walk (item
-                           validity split from each row)
+                           ``fsl_valid``: its bits spread, its items as Flat's); batched
+                           copy, bits to bytes (booleans, item validity), full-zip walk
+                           (item validity split from each row)
 ``variable``               :mod:`.variable`; ``variable.gpu_plan`` (``var``); variable
                            spans, full-zip walk
 ``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan`` (as ``var``; symbol tables,
@@ -170,7 +170,7 @@ ENCODINGS: dict[str, Registration] = {
     "fixed_size_list": Registration(
         fixed_size_list, fixed_size_list.decode_miniblock, fixed_size_list.decode_block, selecting=True,
         fixed_bits=fixed_size_list.item_bits,
-        gpu_plan="fixed_size_list.gpu_plan", plans=("values", "full_zip"),
+        gpu_plan="fixed_size_list.gpu_plan", plans=("values", "full_zip"), families=("fsl_valid",),
         kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
     ),
     "variable": Registration(
