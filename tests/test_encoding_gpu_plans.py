@@ -496,6 +496,15 @@ def test_level_and_full_zip_forms_through_the_registry():
             encodings.device_level_form(_levels(kind, 32))
     with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
         encodings.device_level_form(_variable(32))
+    # the group key of levels: their form, and what their emission reads besides (out-of-line widths)
+    ool = _levels("out_of_line_bitpacking")
+    assert encodings.device_level_key(ool) == ("out_of_line_bitpacking", 3)
+    ool.out_of_line_bitpacking.values.flat.bits_per_value = 5
+    assert encodings.device_level_key(ool) == ("out_of_line_bitpacking", 5)
+    for kind in ("flat", "inline_bitpacking", "rle"):
+        assert encodings.device_level_key(_levels(kind)) == (kind,)
+    with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
+        encodings.device_level_key(_variable(32))
     assert encodings.device_full_zip_form(_levels("flat", 32)) == ("flat", (1, 32))
     assert encodings.device_full_zip_form(_variable(32)) == ("var",)
     assert encodings.device_full_zip_form(_levels("rle")) is None

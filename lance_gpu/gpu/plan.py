@@ -52,6 +52,9 @@ registry (``file.encodings.``)  asked here by
                                 destination (value slot or fixed-arena byte)
 ``device_level_form`` /         :func:`_level_encoding`, :func:`_emit_levels`: a level
 ``device_level_emitter``        encoding's kind and its ``emit_levels``
+``device_level_key``            :func:`_group_key`, :func:`_dictionary_key`: what a level
+                                emission reads of its encoding (its kind; out-of-line
+                                bit-packed levels: their width)
 ``device_full_zip_form``        :func:`check_page`, the full-zip table (copied or walked)
 ==============================  ========================================================
 
@@ -77,7 +80,7 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
 ``bitpacking.gpu_plan``         inline value forms, blocks and words (``headers``);
                                 ``emit_values``, ``emit_inline`` (unpack rows),
                                 ``emit_levels`` (inline blocks; out-of-line blocks and raw
-                                tails); level widths (:func:`_level_key`)
+                                tails), ``level_key`` (out-of-line widths)
 ``rle.gpu_plan``                value forms and bits; ``emit_values``, ``emit_chunks``
                                 (values, indices), ``emit_levels`` (block-form runs), through
                                 :meth:`UnitPlan.add_rle`
@@ -2173,24 +2176,17 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
 def _group_key(leaf: LeafPlan, mb) -> tuple:
     """What :func:`_emit_chunk_work` reads of a page's encodings: pages with the same key
     emit their chunks' work together."""
-    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    rep = encodings.device_level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    dfn = encodings.device_level_key(mb.def_compression) if mb.HasField("def_compression") else None
     return rep, dfn, int(mb.num_buffers), encodings.device_value_form(mb.value_compression, leaf, int(mb.num_buffers))
 
 
 def _dictionary_key(mb) -> tuple:
     """What the work of a dictionary page's chunks depends on besides its index bits: the
     index bits, the index encoding, the level encodings and the buffer count."""
-    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
-    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    dfn = encodings.device_level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    rep = encodings.device_level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
     return (*dictionary_plan.index_form(mb.value_compression), dfn, rep, int(mb.num_buffers))
-
-
-def _level_key(enc) -> tuple:
-    kind = _level_encoding(enc)
-    if kind == "out_of_line_bitpacking":
-        return kind, bitpacking_plan.level_width(enc)
-    return (kind,)
 
 
 @dataclass(slots=True, eq=False)
