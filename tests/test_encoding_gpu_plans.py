@@ -308,7 +308,7 @@ class _Unit:
 
     def __init__(self) -> None:
         self.copy_fixed, self.copy_level, self.bits, self.var_chunks = _Work(), _Work(), _Work(), _Work()
-        self.copy_index = {bits: _Work() for bits in rle_plan.WORD_BITS}
+        self.copy_index = {bits: _Work() for bits in dictionary_plan.INDEX_BITS}
         self.unpack: dict[tuple[str, int], _Work] = {}
         self.rle: list[tuple[int, str, dict]] = []
 

@@ -84,7 +84,8 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
 ``rle.gpu_plan``                value forms and bits; ``emit_values``, ``emit_chunks``
                                 (values, indices), ``emit_levels`` (block-form runs), through
                                 :meth:`UnitPlan.add_rle`
-``dictionary.gpu_plan``         index encodings (``index_form``), bits and chunk buffers;
+``dictionary.gpu_plan``         index encodings (``index_form``), bits and chunk buffers,
+                                index widths (``INDEX_BITS``: a unit's index scratch);
                                 ``emit_indices`` (:func:`_emit_chunk_work`); dictionary
                                 items decoded alone or together (:func:`check_page`,
                                 :func:`_stage_one_dictionary`,
@@ -176,7 +177,6 @@ from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fsl_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
-from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1 import constant as constant_layout
 from lance_gpu.file.v2_1 import miniblock
@@ -396,11 +396,11 @@ class UnitPlan:
         self.fixed_end = 0  # end of its last region (fixed_size is that, 64-byte aligned)
         self.level_size = 0  # u16 items of the level arena
         self.nslots = 0  # variable-width value slots
-        self.index_size = {bits: 0 for bits in rle_plan.WORD_BITS}  # dictionary index scratch, in items
+        self.index_size = {bits: 0 for bits in dictionary_plan.INDEX_BITS}  # dictionary index scratch, in items
         # copy family: (arena byte, bytes, destination byte) per destination array
         self.copy_fixed = _ranges()
         self.copy_level = _ranges()
-        self.copy_index = {bits: _ranges() for bits in rle_plan.WORD_BITS}
+        self.copy_index = {bits: _ranges() for bits in dictionary_plan.INDEX_BITS}
         # unpack family: per (destination, word bits)
         self.unpack: dict[tuple[str, int], _Lists] = {}
         # bits family (booleans): arena bit, count, fixed-arena byte
