@@ -251,12 +251,6 @@ def test_registered_planning_functions_and_kernels_are_where_the_registry_says()
             assert callable(getattr(importlib.import_module(module_name), function)), name
 
 
-#: the value-form families the planner emits itself, not an encoding's planning: the item
-#: validity of fixed-size lists (buffer 0 spread by the bits family in ``gpu.plan``, its
-#: Flat items then emitted as "flat")
-_PLANNER_FAMILIES = {"fsl_valid"}
-
-
 def test_every_encoding_says_whether_the_device_decodes_it():
     """Each registration has a device planning or says, in ``cpu_only``, why the device does
     not decode it -- never both, never neither; one said CPU only plans, emits and launches
@@ -290,10 +284,11 @@ def test_registered_emitters_resolve_to_their_homes():
             assert callable(emit) and emit is getattr(module, encodings.EMIT_FUNCTIONS["levels"]), kind
         if module is not None and hasattr(module, encodings.EMIT_FUNCTIONS["values"]):
             assert any(reg2.gpu_plan == reg.gpu_plan and reg2.families for reg2 in encodings.ENCODINGS.values()), kind
-    assert set(owners) == {"flat", "var", "inline_bitpacking", "rle"}
-    assert not set(owners) & _PLANNER_FAMILIES
-    with pytest.raises(KeyError, match="no encoding emits 'fsl_valid' values"):
-        encodings.device_value_emitter("fsl_valid")
+    # every family a value form names has its encoding's emission (none is the planner's own)
+    assert owners == {"flat": "flat", "fsl_valid": "fixed_size_list", "var": "variable",
+                      "inline_bitpacking": "inline_bitpacking", "rle": "rle"}
+    with pytest.raises(KeyError, match="no encoding emits 'bytes' values"):
+        encodings.device_value_emitter("bytes")
     with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
         encodings.device_level_emitter(_variable(32))
 
@@ -313,7 +308,7 @@ class _Unit:
 
     def __init__(self) -> None:
         self.copy_fixed, self.copy_level, self.bits, self.var_chunks = _Work(), _Work(), _Work(), _Work()
-        self.copy_index = {bits: _Work() for bits in rle_plan.WORD_BITS}
+        self.copy_index = {bits: _Work() for bits in dictionary_plan.INDEX_BITS}
         self.unpack: dict[tuple[str, int], _Work] = {}
         self.rle: list[tuple[int, str, dict]] = []
 
@@ -330,8 +325,9 @@ def _chunks(bufs: list, counts: list[int], **more) -> SimpleNamespace:
 
 def test_value_emitters_write_each_family_work_list():
     """Two chunks through each registered value emitter (found by family): Flat bytes copied,
-    Flat bits spread, Variable spans, Rle runs, inline blocks unpacked; a short Flat chunk
-    and an Rle chunk with fewer values than runs are refused as corrupt."""
+    Flat bits spread, fixed-size list item validity spread before its items, Variable spans,
+    Rle runs, inline blocks unpacked; a short Flat chunk, a short item validity or items
+    buffer and an Rle chunk with fewer values than runs are refused as corrupt."""
     dst = np.array([100, 140], np.int64)
     unit = _Unit()
     encodings.device_value_emitter("flat")(unit, None, (1, 32), _chunks([[[8, 40]], [[48, 16]]], [10, 4]), dst, CTX)
@@ -340,6 +336,20 @@ def test_value_emitters_write_each_family_work_list():
     assert unit.bits.rows == [{"src": [64, 128], "count": [30, 6], "dst": [100, 140]}]
     with pytest.raises(CorruptFileError, match="flat chunk shorter"):
         encodings.device_value_emitter("flat")(unit, None, (1, 32), _chunks([[[8, 39]], [[48, 16]]], [10, 4]), dst, CTX)
+    # item validity (fsl_valid): chunk buffer 0's bits spread to a byte per item at item_base
+    # + value * items, before buffer 1's items as Flat's (copied; 1-bit items spread)
+    unit = _Unit()
+    fsl_valid = encodings.device_value_emitter("fsl_valid")
+    ch = _chunks([[[8, 4], [12, 120]], [[132, 1], [133, 24]]], [10, 2], value=np.array([0, 10]), item_base=np.array([500, 500]))
+    fsl_valid(unit, None, (3, 32), ch, dst, CTX)
+    assert unit.bits.rows == [{"src": [64, 1056], "count": [30, 6], "dst": [500, 530]}]
+    assert unit.copy_fixed.rows == [{"src": [12, 133], "len": [120, 24], "dst": [100, 140]}]
+    fsl_valid(unit, None, (3, 1), _chunks([[[8, 4], [12, 4]]], [10], value=np.array([4]), item_base=np.array([500])), dst[:1], CTX)
+    assert unit.bits.rows[1:] == [{"src": [64], "count": [30], "dst": [512]}, {"src": [96], "count": [30], "dst": [100]}]
+    with pytest.raises(CorruptFileError, match="fixed-size-list validity chunk shorter than its items"):
+        fsl_valid(unit, None, (3, 32), _chunks([[[8, 3], [12, 120]]], [10], value=np.array([0]), item_base=np.array([0])), dst[:1], CTX)
+    with pytest.raises(CorruptFileError, match="flat chunk shorter"):
+        fsl_valid(unit, None, (3, 32), _chunks([[[8, 4], [12, 119]]], [10], value=np.array([0]), item_base=np.array([0])), dst[:1], CTX)
     encodings.device_value_emitter("var")(unit, None, 4, _chunks([[[8, 90]], [[98, 7]]], [3, 1]), np.array([5, 8]), CTX)
     assert unit.var_chunks.rows == [{"start": [8, 98], "size": [90, 7], "width": 4, "count": [3, 1], "dst": [5, 8]}]
     rle = _levels("rle", 32)
@@ -486,6 +496,15 @@ def test_level_and_full_zip_forms_through_the_registry():
             encodings.device_level_form(_levels(kind, 32))
     with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
         encodings.device_level_form(_variable(32))
+    # the group key of levels: their form, and what their emission reads besides (out-of-line widths)
+    ool = _levels("out_of_line_bitpacking")
+    assert encodings.device_level_key(ool) == ("out_of_line_bitpacking", 3)
+    ool.out_of_line_bitpacking.values.flat.bits_per_value = 5
+    assert encodings.device_level_key(ool) == ("out_of_line_bitpacking", 5)
+    for kind in ("flat", "inline_bitpacking", "rle"):
+        assert encodings.device_level_key(_levels(kind)) == (kind,)
+    with pytest.raises(DeviceUnsupported, match=r"^variable repetition/definition levels$"):
+        encodings.device_level_key(_variable(32))
     assert encodings.device_full_zip_form(_levels("flat", 32)) == ("flat", (1, 32))
     assert encodings.device_full_zip_form(_variable(32)) == ("var",)
     assert encodings.device_full_zip_form(_levels("rle")) is None
@@ -607,6 +626,6 @@ def test_value_forms_of_pylance_pages_match_what_the_cpu_decoder_decodes(pylance
             else:
                 assert values.bits_per_value == arg == 8 * leaf.width
     assert {"var", "flat", "inline_bitpacking", "rle"} <= forms, forms
-    for family in forms - _PLANNER_FAMILIES:  # every form met has its encoding's emission
+    for family in forms:  # every form met has its encoding's emission
         assert callable(encodings.device_value_emitter(family)), family
     assert any("values in mini-block pages" in r for r in refused), refused  # byte-stream-split / general

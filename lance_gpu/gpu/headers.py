@@ -374,8 +374,8 @@ def _chunks(table: ChunkTable, members: np.ndarray) -> _Chunks:
     return _Chunks(
         counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
         np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
-        value, rep_dst, def_dst, blocks, np.repeat(table.base[sel], per_page), index_first,
-        item_base=np.repeat(table.item_base[sel], per_page),
+        value, rep_dst, def_dst, np.repeat(table.item_base[sel], per_page),
+        blocks=blocks, value_base=np.repeat(table.base[sel], per_page), index_first=index_first,
         **found,  # type: ignore[arg-type]
     )
 

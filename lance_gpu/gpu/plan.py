@@ -52,6 +52,9 @@ registry (``file.encodings.``)  asked here by
                                 destination (value slot or fixed-arena byte)
 ``device_level_form`` /         :func:`_level_encoding`, :func:`_emit_levels`: a level
 ``device_level_emitter``        encoding's kind and its ``emit_levels``
+``device_level_key``            :func:`_group_key`, :func:`_dictionary_key`: what a level
+                                emission reads of its encoding (its kind; out-of-line
+                                bit-packed levels: their width)
 ``device_full_zip_form``        :func:`check_page`, the full-zip table (copied or walked)
 ==============================  ========================================================
 
@@ -64,8 +67,8 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
                                 spread to bytes), ``emit_levels`` (Flat16 copied)
 ``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value (emitted
                                 as Flat); one layer with item validity (``fsl_valid``, two
-                                chunk buffers: its validity bits spread here, in
-                                :func:`_emit_chunk_work`, its items emitted as Flat; or
+                                chunk buffers; ``emit_values``: its validity bits spread
+                                to :attr:`_Chunks.item_base`, its items as Flat's; or
                                 full-zip rows of validity bytes then items:
                                 :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
@@ -77,11 +80,12 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
 ``bitpacking.gpu_plan``         inline value forms, blocks and words (``headers``);
                                 ``emit_values``, ``emit_inline`` (unpack rows),
                                 ``emit_levels`` (inline blocks; out-of-line blocks and raw
-                                tails); level widths (:func:`_level_key`)
+                                tails), ``level_key`` (out-of-line widths)
 ``rle.gpu_plan``                value forms and bits; ``emit_values``, ``emit_chunks``
                                 (values, indices), ``emit_levels`` (block-form runs), through
                                 :meth:`UnitPlan.add_rle`
-``dictionary.gpu_plan``         index encodings (``index_form``), bits and chunk buffers;
+``dictionary.gpu_plan``         index encodings (``index_form``), bits and chunk buffers,
+                                index widths (``INDEX_BITS``: a unit's index scratch);
                                 ``emit_indices`` (:func:`_emit_chunk_work`); dictionary
                                 items decoded alone or together (:func:`check_page`,
                                 :func:`_stage_one_dictionary`,
@@ -173,7 +177,6 @@ from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.dictionary import gpu_plan as dictionary_plan
 from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fsl_plan
 from lance_gpu.file.encodings.fsst import gpu_plan as fsst_plan
-from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 from lance_gpu.file.page import LIST_LAYERS
 from lance_gpu.file.v2_1 import constant as constant_layout
 from lance_gpu.file.v2_1 import miniblock
@@ -393,11 +396,11 @@ class UnitPlan:
         self.fixed_end = 0  # end of its last region (fixed_size is that, 64-byte aligned)
         self.level_size = 0  # u16 items of the level arena
         self.nslots = 0  # variable-width value slots
-        self.index_size = {bits: 0 for bits in rle_plan.WORD_BITS}  # dictionary index scratch, in items
+        self.index_size = {bits: 0 for bits in dictionary_plan.INDEX_BITS}  # dictionary index scratch, in items
         # copy family: (arena byte, bytes, destination byte) per destination array
         self.copy_fixed = _ranges()
         self.copy_level = _ranges()
-        self.copy_index = {bits: _ranges() for bits in rle_plan.WORD_BITS}
+        self.copy_index = {bits: _ranges() for bits in dictionary_plan.INDEX_BITS}
         # unpack family: per (destination, word bits)
         self.unpack: dict[tuple[str, int], _Lists] = {}
         # bits family (booleans): arena bit, count, fixed-arena byte
@@ -2042,6 +2045,10 @@ class _Chunks:
     value: np.ndarray
     rep_dst: np.ndarray
     def_dst: np.ndarray
+    #: per chunk, where its leaf's item validity bytes start in the fixed arena
+    #: (:attr:`LeafPlan.item_pos`, -1 for a leaf without): where the ``fsl_valid`` emission
+    #: (``fixed_size_list.gpu_plan.emit_values``) spreads the chunk's validity bits
+    item_base: np.ndarray
     #: the inline bit-packed blocks of buffer 0, where the device found them (else they are
     #: read in ``data``)
     blocks: bitpacking_plan.InlineBlocks | None = None
@@ -2057,9 +2064,6 @@ class _Chunks:
     def_blocks: bitpacking_plan.InlineBlocks | None = None
     rep_runs: np.ndarray | None = None
     def_runs: np.ndarray | None = None
-    #: per chunk, where its leaf's item validity bytes start in the fixed arena (leaves with
-    #: item validity, :attr:`LeafPlan.item_pos`); None: the ``leaf`` passed along
-    item_base: np.ndarray | None = None
 
 
 def _emit_levels(unit: UnitPlan, enc, ch: _Chunks, spans: np.ndarray, dst: np.ndarray, ctx,
@@ -2085,26 +2089,14 @@ def _emit_chunk_work(unit: UnitPlan, leaf: LeafPlan, mb, ch: _Chunks, nvalues: i
     if int(mb.num_buffers) == 0 or not nvalues:
         return
     enc = mb.value_compression
-    counts = ch.counts
-    starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
-    sizes = ch.bufs[:, 0, 1]
     if dictionary is not None:
-        dictionary_plan.emit_indices(unit, enc, dictionary, ch, starts, ctx)
+        dictionary_plan.emit_indices(unit, enc, dictionary, ch, np.ascontiguousarray(ch.bufs[:, 0, 0]), ctx)
         return
     family, arg = encodings.device_value_form(enc, leaf, int(mb.num_buffers))
     if family == "var":  # a slot per value
         dst = (leaf.slot_lo if ch.value_base is None else ch.value_base) + ch.value
     else:  # bytes of the fixed arena
         dst = (leaf.value_pos if ch.value_base is None else ch.value_base) + ch.value * leaf.width
-    if family == "fsl_valid":  # buffer 0: the items' validity bits, to a byte per item; buffer 1: Flat items
-        dim = arg[0]
-        nitems = counts * dim
-        if np.any(sizes < (nitems + 7) // 8):
-            raise ctx.corrupt("fixed-size-list validity chunk shorter than its items")
-        item_base = leaf.item_pos if ch.item_base is None else ch.item_base
-        unit.bits.add(src=8 * starts, count=nitems, dst=item_base + ch.value * dim)
-        ch = replace(ch, bufs=ch.bufs[:, 1:])
-        family = "flat"
     encodings.device_value_emitter(family)(unit, enc, arg, ch, dst, ctx)
 
 
@@ -2184,24 +2176,17 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
 def _group_key(leaf: LeafPlan, mb) -> tuple:
     """What :func:`_emit_chunk_work` reads of a page's encodings: pages with the same key
     emit their chunks' work together."""
-    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
-    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    rep = encodings.device_level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    dfn = encodings.device_level_key(mb.def_compression) if mb.HasField("def_compression") else None
     return rep, dfn, int(mb.num_buffers), encodings.device_value_form(mb.value_compression, leaf, int(mb.num_buffers))
 
 
 def _dictionary_key(mb) -> tuple:
     """What the work of a dictionary page's chunks depends on besides its index bits: the
     index bits, the index encoding, the level encodings and the buffer count."""
-    dfn = _level_key(mb.def_compression) if mb.HasField("def_compression") else None
-    rep = _level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
+    dfn = encodings.device_level_key(mb.def_compression) if mb.HasField("def_compression") else None
+    rep = encodings.device_level_key(mb.rep_compression) if mb.HasField("rep_compression") else None
     return (*dictionary_plan.index_form(mb.value_compression), dfn, rep, int(mb.num_buffers))
-
-
-def _level_key(enc) -> tuple:
-    kind = _level_encoding(enc)
-    if kind == "out_of_line_bitpacking":
-        return kind, bitpacking_plan.level_width(enc)
-    return (kind,)
 
 
 @dataclass(slots=True, eq=False)

@@ -18,7 +18,7 @@ the device kernels that decode it and its encoders.  From it:
   naming it);
 * the GPU planner asks :func:`device_value_form`, :func:`device_level_form` and
   :func:`device_full_zip_form` how the device decodes a page's values, levels and full-zip
-  values (the dispatch on the oneof: anything not registered is read on the CPU,
+  values (and :func:`device_level_key` what a level emission reads of its encoding) (the dispatch on the oneof: anything not registered is read on the CPU,
   :class:`~lance_gpu.file.encodings.base.DeviceUnsupported` saying why), and
   :func:`device_value_emitter` (by kernel family, :attr:`Registration.families`) and
   :func:`device_level_emitter` (by encoding) what emits their work (the home's
@@ -38,9 +38,9 @@ field                      home; device planning (families it emits); device ker
                            batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
                            items, emitted as ``flat``; one layer of item validity,
-                           ``fsl_valid``, whose bits the planner spreads); batched copy,
-                           bits to bytes (booleans, item validity), full-zip walk (item
-                           validity split from each row)
+                           ``fsl_valid``: its bits spread, its items as Flat's); batched
+                           copy, bits to bytes (booleans, item validity), full-zip walk
+                           (item validity split from each row)
 ``variable``               :mod:`.variable`; ``variable.gpu_plan`` (``var``); variable
                            spans, full-zip walk
 ``fsst``                   :mod:`.fsst`; ``fsst.gpu_plan`` (as ``var``; symbol tables,
@@ -153,6 +153,10 @@ FORM_FUNCTIONS = {"values": "value_form", "levels": "level_form", "full_zip": "f
 #: the function of a planning module that emits the work of each form it plans: its value
 #: families' (:attr:`Registration.families`) and its levels' (:attr:`Registration.plans`)
 EMIT_FUNCTIONS = {"values": "emit_values", "levels": "emit_levels"}
+#: the function of a level planning module (``"levels"`` in :attr:`Registration.plans`)
+#: giving what its ``emit_levels`` reads of a level encoding beyond its form
+#: (:func:`device_level_key`); a module without it reads nothing more
+LEVEL_KEY_FUNCTION = "level_key"
 _COPY = ("cuda_kernels.segments:copy_ranges_gpu",)
 _UNPACK = ("cuda_kernels.bitunpack:unpack_blocks_scatter_gpu",)
 _VARIABLE_SPANS = "lance_gpu.file.encodings.variable.decode_kernels:variable_spans"
@@ -170,7 +174,7 @@ ENCODINGS: dict[str, Registration] = {
     "fixed_size_list": Registration(
         fixed_size_list, fixed_size_list.decode_miniblock, fixed_size_list.decode_block, selecting=True,
         fixed_bits=fixed_size_list.item_bits,
-        gpu_plan="fixed_size_list.gpu_plan", plans=("values", "full_zip"),
+        gpu_plan="fixed_size_list.gpu_plan", plans=("values", "full_zip"), families=("fsl_valid",),
         kernels=(*_COPY, "cuda_kernels.segments:bits_to_bytes_gpu"),
     ),
     "variable": Registration(
@@ -315,6 +319,23 @@ def device_level_emitter(enc: Any) -> Callable[..., None]:
     return fn
 
 
+_level_keys: dict[str, Callable[[Any], tuple] | None] = {}
+
+
+def device_level_key(enc: Any) -> tuple:
+    """What the emission of per-chunk levels encoded ``enc`` reads of ``enc``: its
+    :func:`device_level_form`, then what its planning's ``level_key`` adds
+    (:data:`LEVEL_KEY_FUNCTION`; OutOfLineBitpacking: the packed width).  Level sections
+    whose keys are equal are emitted together (the planner's group keys); raises
+    :class:`DeviceUnsupported` where the device does not decode them."""
+    form = device_level_form(enc)
+    name = enc.WhichOneof("compression")
+    if name not in _level_keys:
+        _level_keys[name] = getattr(gpu_plan(name), LEVEL_KEY_FUNCTION, None)
+    fn = _level_keys[name]
+    return (form,) if fn is None else (form, *fn(enc))
+
+
 _value_emitters: dict[str, Callable[..., None]] = {}
 
 
@@ -344,7 +365,8 @@ def device_full_zip_form(enc: Any) -> tuple | None:
 
 
 __all__ = [
-    "EMIT_FUNCTIONS", "ENCODERS", "ENCODINGS", "FORM_FUNCTIONS", "ChunkBuffers", "DecodeContext", "DeviceUnsupported", "Encoder", "Registration",
-    "decode_block", "decode_miniblock", "device_full_zip_form", "device_level_emitter", "device_level_form", "device_value_emitter",
+    "EMIT_FUNCTIONS", "ENCODERS", "ENCODINGS", "FORM_FUNCTIONS", "LEVEL_KEY_FUNCTION", "ChunkBuffers", "DecodeContext", "DeviceUnsupported",
+    "Encoder", "Registration", "decode_block", "decode_miniblock", "device_full_zip_form", "device_level_emitter", "device_level_form",
+    "device_level_key", "device_value_emitter",
     "device_value_form", "fixed_bits", "gpu_plan",
 ]

@@ -106,6 +106,14 @@ def level_width(enc) -> int:
     return int(enc.out_of_line_bitpacking.values.flat.bits_per_value)
 
 
+def level_key(enc: Any) -> tuple:
+    """What :func:`emit_levels` reads of a bit-packed level encoding besides its
+    :func:`level_kind`: the packed width ``W`` of OutOfLineBitpacking{16, Flat{W}} levels
+    (their whole blocks, :func:`level_blocks`); nothing of InlineBitpacking{16}'s (each block
+    holds its own width)."""
+    return (level_width(enc),) if level_kind(enc) == "out_of_line_bitpacking" else ()
+
+
 def level_blocks(enc, starts: np.ndarray, sizes: np.ndarray, nlevels: np.ndarray, ctx: DecodeContext) -> LevelBlocks:
     """Plan the OutOfLineBitpacking{16, Flat} level buffers ``(starts, sizes)`` (bytes of
     the data) holding ``nlevels`` levels each; raises ``ctx.corrupt`` where they are
@@ -170,6 +178,6 @@ def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes
 
 
 __all__ = [
-    "InlineBlocks", "LevelBlocks", "emit_inline", "emit_levels", "emit_values", "inline_word", "level_blocks", "level_form", "level_kind",
+    "InlineBlocks", "LevelBlocks", "emit_inline", "emit_levels", "emit_values", "inline_word", "level_blocks", "level_form", "level_key", "level_kind",
     "level_width", "value_form",
 ]

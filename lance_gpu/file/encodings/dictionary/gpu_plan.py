@@ -33,6 +33,11 @@ from lance_gpu.file.encodings.bitpacking import gpu_plan as bitpacking_plan
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 from lance_gpu.file.encodings.rle import gpu_plan as rle_plan
 
+#: the index widths the device decodes dictionary indices at (RLE's value words; Flat and
+#: InlineBitpacking indices at the same widths, :func:`index_key`): a read unit keeps one
+#: index scratch array, and one index copy list, per width (``UnitPlan.index_size``)
+INDEX_BITS: tuple[int, ...] = rle_plan.WORD_BITS
+
 
 def index_key(enc: Any) -> tuple[int, str] | None:
     """``(bits per index, index encoding kind)`` of a dictionary page's ``value_compression``
@@ -40,10 +45,10 @@ def index_key(enc: Any) -> tuple[int, str] | None:
     kind = enc.WhichOneof("compression")
     if kind == "flat":
         bits = int(enc.flat.bits_per_value)
-        return (bits, kind) if not enc.flat.HasField("data") and bits in rle_plan.WORD_BITS else None
+        return (bits, kind) if not enc.flat.HasField("data") and bits in INDEX_BITS else None
     if kind == "inline_bitpacking":
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-        return (bits, kind) if not enc.inline_bitpacking.HasField("values") and bits in rle_plan.WORD_BITS else None
+        return (bits, kind) if not enc.inline_bitpacking.HasField("values") and bits in INDEX_BITS else None
     if kind == "rle":
         got = rle_plan.value_bits(enc)
         return None if got is None else (got, kind)
@@ -181,4 +186,4 @@ def together(layouts: list, bufs: list[np.ndarray], kind: str, width: int, arrow
     return Together(np.concatenate(blocks), item_start, nitems, None, np.zeros(n, np.int64))
 
 
-__all__ = ["Together", "emit_indices", "fixed_items", "index_buffers", "index_form", "index_key", "one", "together", "variable_blocks"]
+__all__ = ["INDEX_BITS", "Together", "emit_indices", "fixed_items", "index_buffers", "index_form", "index_key", "one", "together", "variable_blocks"]

@@ -9,7 +9,10 @@ One layer of FixedSizeList{items_per_value, has_validity} over Flat{bits} in a m
 page (two chunk buffers: the chunk's items' validity bits, LSB first, then its Flat items)
 is ``("fsl_valid", (items, bits))``: the values copied (or spread) from buffer 1 as Flat
 values are, the validity bits of buffer 0 spread to one byte per item into the leaf's item
-validity region (``LeafPlan.item_pos``, ``DeviceColumn.item_validity``).
+validity region (``LeafPlan.item_pos``, ``DeviceColumn.item_validity``).  Its emission is
+the registered ``fsl_valid`` family (:func:`emit_values`): per chunk a ``bits`` row (the
+validity bits to a byte per item), then its items' rows as Flat values' (``copy``, or
+``bits`` for boolean items; ``flat_plan.emit_items``).
 
 The same layer in a full-zip page (each row, after its control word: ``ceil(items / 8)``
 bytes of its items' validity bits, LSB first, then its Flat items; what pylance writes
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lance_gpu.file.encodings.base import DeviceLeaf, DeviceUnsupported, one_chunk_buffer, refuse_values
+import numpy as np
+
+from lance_gpu.file.encodings.base import DecodeContext, DeviceLeaf, DeviceUnit, DeviceUnsupported, one_chunk_buffer, refuse_values
 from lance_gpu.file.encodings.flat import gpu_plan as flat_plan
 
 
@@ -83,9 +88,28 @@ def full_zip_form(enc: Any) -> tuple | None:
     return None if got is None else ("flat", got)
 
 
+def emit_values(unit: DeviceUnit, enc: Any, arg: tuple[int, int], ch: Any, dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of mini-block chunks of one layer of fixed-size lists with item validity
+    (the ``fsl_valid`` family; ``arg``: ``(items per value, bits per item)``,
+    :func:`value_form`): chunk ``i`` of ``ch`` (the device pre-pass's chunks: ``counts``,
+    ``value``: its first value's index in its leaf, ``item_base``: where its leaf's item
+    validity bytes start in the fixed arena, ``bufs``: chunks x buffers x (arena byte,
+    size)) has ``counts[i] * items`` validity bits, LSB first, in buffer 0, spread (the
+    ``bits`` family) to the bytes from ``item_base[i] + value[i] * items`` (a byte per item,
+    value-major), and its Flat items in buffer 1, to byte ``dst[i]`` of the fixed arena as
+    Flat values' are (``flat_plan.emit_items``).  Raises ``ctx.corrupt`` where a chunk's
+    validity buffer is shorter than its items' bits or its items buffer is short."""
+    dim = arg[0]
+    nitems = ch.counts * dim
+    if np.any(ch.bufs[:, 0, 1] < (nitems + 7) // 8):
+        raise ctx.corrupt("fixed-size-list validity chunk shorter than its items")
+    unit.bits.add(src=8 * np.ascontiguousarray(ch.bufs[:, 0, 0]), count=nitems, dst=ch.item_base + ch.value * dim)
+    flat_plan.emit_items(unit, arg, ch.counts, np.ascontiguousarray(ch.bufs[:, 1, 0]), ch.bufs[:, 1, 1], dst, ctx)
+
+
 def validity_bytes(items: int) -> int:
     """Bytes of one value's item validity bits (``items`` of them) in a full-zip row."""
     return (items + 7) // 8
 
 
-__all__ = ["flat_items", "full_zip_form", "valid_items", "validity_bytes", "value_form"]
+__all__ = ["emit_values", "flat_items", "full_zip_form", "valid_items", "validity_bytes", "value_form"]

@@ -9,7 +9,8 @@ FixedSizeList(Flat) values are Flat items, ``items`` of them per value
 
 Emission (the registered ``flat`` family and Flat16 levels): :func:`emit_values` adds a
 ``copy`` row per chunk (its bytes to the leaf's fixed-arena bytes) or, for 1-bit items, a
-``bits`` row (spread to a byte per item); :func:`emit_levels` a level ``copy`` row."""
+``bits`` row (spread to a byte per item) (:func:`emit_items`, which also emits the items of
+fixed-size lists with item validity); :func:`emit_levels` a level ``copy`` row."""
 
 from __future__ import annotations
 
@@ -94,13 +95,19 @@ def emit_values(unit: DeviceUnit, enc: Any, arg: tuple[int, int], ch: Any, dst: 
     """The work of Flat chunks (``arg``: ``(items per value, bits per item)``,
     :func:`items_form`): chunk ``i`` of ``ch`` (the device pre-pass's chunks: ``counts``,
     ``bufs``: chunks x buffers x (arena byte, size), the items in buffer 0) to byte
-    ``dst[i]`` of the fixed arena: copied (the ``copy`` family), or, 1-bit items, spread to
-    a byte each (the ``bits`` family); raises ``ctx.corrupt`` where a chunk is short
-    (:func:`chunk_bytes`)."""
+    ``dst[i]`` of the fixed arena (:func:`emit_items`)."""
+    emit_items(unit, arg, ch.counts, np.ascontiguousarray(ch.bufs[:, 0, 0]), ch.bufs[:, 0, 1], dst, ctx)
+
+
+def emit_items(unit: DeviceUnit, arg: tuple[int, int], counts: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+               dst: np.ndarray, ctx: DecodeContext) -> None:
+    """The work of per-chunk buffers of Flat items (``arg``: ``(items per value, bits per
+    item)``): chunk ``i``'s ``counts[i]`` values, at arena byte ``starts[i]`` in ``sizes[i]``
+    bytes, to byte ``dst[i]`` of the fixed arena: copied (the ``copy`` family), or, 1-bit
+    items, spread to a byte each (the ``bits`` family); raises ``ctx.corrupt`` where a chunk
+    is short (:func:`chunk_bytes`).  Flat values' buffer 0, and the items buffer (1) of
+    fixed-size lists with item validity (``fixed_size_list.gpu_plan.emit_values``)."""
     dim, bits = arg
-    counts = ch.counts
-    starts = np.ascontiguousarray(ch.bufs[:, 0, 0])
-    sizes = ch.bufs[:, 0, 1]
     nbytes = chunk_bytes(sizes, counts, dim, bits, ctx)
     if bits == 1:
         unit.bits.add(src=8 * starts, count=counts * dim, dst=dst)
@@ -117,6 +124,6 @@ def emit_levels(unit: DeviceUnit, form: str, enc: Any, starts: np.ndarray, sizes
 
 
 __all__ = [
-    "chunk_bytes", "emit_levels", "emit_values", "flat_bits", "full_zip_form", "is_level", "items_form", "level_bytes",
+    "chunk_bytes", "emit_items", "emit_levels", "emit_values", "flat_bits", "full_zip_form", "is_level", "items_form", "level_bytes",
     "level_form", "value_form",
 ]
