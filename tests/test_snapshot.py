@@ -270,23 +270,26 @@ def test_a_mutation_builds_its_snapshot_from_the_manifest_it_wrote(tmp_path: Pat
     ds = lance_gpu.dataset(uri, device="cpu")
     store = ds.snapshot.store
     manifest_reads: list[str] = []
-    plain_get, plain_exists = store.get, store.exists
+    cls = type(store)
+    plain_get, plain_exists = cls.get, cls.exists
 
-    def counting_get(path: str) -> bytes:
+    def counting_get(self, path: str) -> bytes:
         path = str(path)
         if "/_versions/" in path and path.endswith(".manifest"):
             manifest_reads.append(path)
-        return plain_get(path)
+        return plain_get(self, path)
 
-    def counting_exists(path: str) -> bool:
+    def counting_exists(self, path: str) -> bool:
         path = str(path)
         if "/_versions/" in path and path.endswith(".manifest"):
             manifest_reads.append(path)
-        return plain_exists(path)
+        return plain_exists(self, path)
 
-    # the store may be the process-wide local store: the patches end with the test
-    monkeypatch.setattr(store, "get", counting_get)
-    monkeypatch.setattr(store, "exists", counting_exists)
+    # patched on the class: the store may be the process-wide local store, and a patch of
+    # the instance would be undone by setting the bound method on it, an instance attribute
+    # that hides every later patch of the class's method (how monkeypatch restores instances)
+    monkeypatch.setattr(cls, "get", counting_get)
+    monkeypatch.setattr(cls, "exists", counting_exists)
     mutations: list[Callable[[], object]] = [
         lambda: ds.delete("id = 3"),
         lambda: ds.update({"id": "id + 100"}, where="id = 4"),

@@ -548,9 +548,11 @@ class LanceSchema:
         ``dataclasses.replace``) and :meth:`to_arrow`'s schemas those of the first."""
         fields = manifest.fields
         metadata = dict(manifest.schema_metadata)
-        # the fields' bytes: equal bytes are equal fields (equal fields may serialise their
-        # metadata maps in another order: a miss, never a wrong hit)
-        key = (tuple(pb.SerializeToString() for pb in fields), tuple(sorted(metadata.items())))
+        # the fields' bytes, serialised deterministically (map entries -- field metadata --
+        # in key order: equal fields give equal bytes whatever order their maps were filled
+        # or copied in; protobuf's default order is its hash table's, which a copied message
+        # may not share): equal bytes are equal fields
+        key = (tuple(pb.SerializeToString(deterministic=True) for pb in fields), tuple(sorted(metadata.items())))
         built = MANIFEST_SCHEMAS.get(key)
         if built is None:
             built = cls.from_protos(fields, metadata, source)
