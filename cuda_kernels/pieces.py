@@ -261,6 +261,18 @@ def _word_of_segment(prefix, nseg, k, dst, counts):
     return s, d0, word, lo, hi
 
 
+@dual
+def _or_word_bits(out, word, lo, nb, v, nulls, column):
+    """OR the ``nb`` bits ``v`` (bit 0: the segment's bit ``lo``) into word ``word`` of
+    ``out`` at bit ``lo % 32`` (atomically: a word two segments share gets both), and add
+    the 0 bits among them to ``nulls[column]``.  Device code only (atomics)."""
+    zeros = nb - np.int64(cuda.popc(v))
+    if v:
+        cuda.atomic.or_(out, word, np.uint32(v << np.uint64(lo & 31)))
+    if zeros:
+        cuda.atomic.add(nulls, np.int64(column), zeros)
+
+
 @gpu_kernel
 def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, bypos, pos, first, delta, dfirst, err):
     k = cuda.grid(1)
@@ -327,11 +339,7 @@ def _bitmask_kernel(src, at, counts, dst, column, bits, prefix, nseg, total, out
                 v |= np.uint64(1) << np.uint64(b - lo)
     elif a == -1:
         v = keep
-    zeros = nb - np.int64(cuda.popc(v))
-    if v:
-        cuda.atomic.or_(out, word, np.uint32(v << np.uint64(lo & 31)))
-    if zeros:
-        cuda.atomic.add(nulls, np.int64(column[s]), zeros)
+    _or_word_bits(out, word, lo, nb, v, nulls, column[s])
 
 
 @gpu_kernel
@@ -402,11 +410,7 @@ def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits,
         else:
             one = np.uint64(1) if src[j] != 0 else np.uint64(0)
         v |= one << np.uint64(b - lo)
-    zeros = (hi - lo) - np.int64(cuda.popc(v))
-    if v:
-        cuda.atomic.or_(out, word, np.uint32(v << np.uint64(lo & 31)))
-    if zeros:
-        cuda.atomic.add(nulls, np.int64(column[s]), zeros)
+    _or_word_bits(out, word, lo, hi - lo, v, nulls, column[s])
 
 
 @gpu_kernel

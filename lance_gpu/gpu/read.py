@@ -305,6 +305,19 @@ def _var_column_leaves(items: list[tuple[int, FieldPlan]]) -> list[tuple[int, in
     return out
 
 
+def _var_columns_over(frags: list[_Frag]) -> dict[tuple[str, int], list[LeafPlan]]:
+    """The variable-width columns of a read, each a field's leaf ``j`` over every fragment:
+    ``(field name, j)`` -> its leaves, in fragment order (what the read's offsets and bytes
+    arenas give a region each)."""
+    groups: dict[tuple[str, int], list[LeafPlan]] = {}
+    for fw in frags:
+        for name, fp in fw.gpu.items():
+            for j, leaf in enumerate(fp.leaves):
+                if leaf.kind == "var":
+                    groups.setdefault((name, j), []).append(leaf)
+    return groups
+
+
 class _ReadOffsets:
     """The read's offsets arena of a ``to_cudf`` read of several units: the int32 cuDF
     offsets of every variable-width column over the whole read (the same field's leaf ``j``
@@ -314,12 +327,7 @@ class _ReadOffsets:
     of every variable-width leaf coming back with each unit's unravel."""
 
     def __init__(self, frags: list[_Frag]) -> None:
-        groups: dict[tuple[str, int], list[LeafPlan]] = {}
-        for fw in frags:
-            for name, fp in fw.gpu.items():
-                for j, leaf in enumerate(fp.leaves):
-                    if leaf.kind == "var":
-                        groups.setdefault((name, j), []).append(leaf)
+        groups = _var_columns_over(frags)
         #: id(leaf) -> (its column, first entry of the column, rows of the column, the leaf's first row)
         self.place: dict[int, tuple[tuple[str, int], int, int, int]] = {}
         #: per column: (rows, bytes) decoded so far, None where a unit left it out
@@ -402,12 +410,7 @@ class _ReadBytes:
     tile its slots) keeps the unit's own bytes from then on (combining copies them)."""
 
     def __init__(self, frags: list[_Frag]) -> None:
-        groups: dict[tuple[str, int], list[LeafPlan]] = {}
-        for fw in frags:
-            for name, fp in fw.gpu.items():
-                for j, leaf in enumerate(fp.leaves):
-                    if leaf.kind == "var":
-                        groups.setdefault((name, j), []).append(leaf)
+        groups = _var_columns_over(frags)
         #: id(leaf) -> (its column, the leaf's first row in the column)
         self.place: dict[int, tuple[tuple[str, int], int]] = {}
         #: per column: rows decoded so far, None where a unit left it out
