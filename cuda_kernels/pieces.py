@@ -491,17 +491,9 @@ def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=Non
     both updated in place; ``bits`` None: every source bytes).  ``words``: the destination
     words of each segment (:func:`segment_words`), where the caller has them (a work
     table's scanned column: its prefix needs no upload of its own)."""
-    counts = _i64(counts)
-    if words is None:
-        words = segment_words(dst, counts)
-    prefix = _prefix_host(words)
-    total = int(prefix[-1])
+    counts, bits, prefix, total = _word_segments(dst, counts, bits, words)
     if total:
-        if bits is None:
-            bits = np.zeros(counts.size, np.int64)
-        d_src = _device.to_device(src)
-        if d_src.dtype != np.uint8:
-            d_src = (d_src.reshape(-1) if d_src.ndim > 1 else d_src).view(np.uint8)
+        d_src = _device_bytes(src)
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _bitmask_kernel.get()[blocks, tpb](
@@ -510,6 +502,27 @@ def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=Non
         )
         raise_if_flagged(err, "pack_bitmask_segments_gpu")
     return out
+
+
+def _device_bytes(src):
+    """``src`` on the device as a flat uint8 view (the kernels read every source as bytes)."""
+    d_src = _device.to_device(src)
+    if d_src.dtype != np.uint8 or d_src.ndim > 1:
+        d_src = d_src.reshape(-1).view(np.uint8)
+    return d_src
+
+
+def _word_segments(dst, counts, bits, words):
+    """A launch over destination words' set-up: the segments' bit ``counts`` as int64, their
+    ``bits`` flags (None: every source bytes), the exclusive scan of their destination words
+    (``words`` where the caller has them, else :func:`segment_words`) and its total."""
+    counts = _i64(counts)
+    if words is None:
+        words = segment_words(dst, counts)
+    prefix = _prefix_host(words)
+    if bits is None:
+        bits = np.zeros(counts.size, np.int64)
+    return counts, bits, prefix, int(prefix[-1])
 
 
 def segment_words(dst, counts) -> np.ndarray:
@@ -550,9 +563,7 @@ def gather_rows_segments_gpu(src, pos, at, first, width, nbytes, out, dst, *, th
     prefix = _prefix_host(nbytes)
     total = int(prefix[-1])
     if total:
-        d_src = _device.to_device(src)
-        if d_src.dtype != np.uint8 or d_src.ndim > 1:
-            d_src = d_src.reshape(-1).view(np.uint8)
+        d_src = _device_bytes(src)
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _gather_rows_segments_kernel.get()[blocks, tpb](
@@ -568,17 +579,9 @@ def gather_bits_segments_gpu(src, pos, at, first, counts, dst, column, out, null
     (``src`` a device array read as bytes; ``pos`` the int64 row positions, host or device;
     ``out`` zeroed uint32 device words and ``nulls`` int64 device counters, updated in place;
     ``words`` as :func:`pack_bitmask_segments_gpu`'s)."""
-    counts = _i64(counts)
-    if words is None:
-        words = segment_words(dst, counts)
-    prefix = _prefix_host(words)
-    total = int(prefix[-1])
+    counts, bits, prefix, total = _word_segments(dst, counts, bits, words)
     if total:
-        if bits is None:
-            bits = np.zeros(counts.size, np.int64)
-        d_src = _device.to_device(src)
-        if d_src.dtype != np.uint8 or d_src.ndim > 1:
-            d_src = d_src.reshape(-1).view(np.uint8)
+        d_src = _device_bytes(src)
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(total, threads_per_block)
         _gather_bits_segments_kernel.get()[blocks, tpb](
@@ -600,9 +603,7 @@ def gather_var_segments_gpu(offsets, src, pos, delta, at, data, first, dfirst, c
     prefix = _prefix_host(counts)
     total = int(prefix[-1])
     if total:
-        d_src = _device.to_device(src)
-        if d_src.dtype != np.uint8 or d_src.ndim > 1:
-            d_src = d_src.reshape(-1).view(np.uint8)
+        d_src = _device_bytes(src)
         if warp_copy is None:
             warp_copy = nbytes is not None and int(nbytes) >= WARP_COPY_MIN_AVERAGE * total
         lanes = 32 if warp_copy else 1
