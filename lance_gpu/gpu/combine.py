@@ -990,8 +990,7 @@ def _merge_generated(b: _Builder) -> None:
         gen = b.rebase[(key, w)]
         other = next((e for (k2, w2), e in b.rebase.items() if k2 != "generated" and w2 == w), None)
         if other is not None:
-            for k in range(1, 7):
-                other[k].extend(gen[k])
+            _extend_segments(other, gen)
             del b.rebase[(key, w)]
     for kw in [k for k in b.rebase if k in b.prebase]:  # one launch per allocation: plain segments join those by position
         plain = b.rebase.pop(kw)
@@ -1004,15 +1003,19 @@ def _merge_generated(b: _Builder) -> None:
     if gen_mask is not None:
         other = next((e for k2, e in b.masks.items() if k2 != "generated"), None)
         if other is not None:
-            for k in range(1, 7):
-                other[k].extend(gen_mask[k])
+            _extend_segments(other, gen_mask)
             del b.masks["generated"]
+
+
+def _extend_segments(into: list, entry: list) -> None:
+    """Append ``entry``'s segment columns (its items 1-6) to ``into``'s: one launch's work."""
+    for k in range(1, 7):
+        into[k].extend(entry[k])
 
 
 def _join_plain(bypos: list, plain: list) -> None:
     """Append a rebase entry's segments to one by position (their ``first`` -1: not by position)."""
-    for k in range(1, 7):
-        bypos[k].extend(plain[k])
+    _extend_segments(bypos, plain)
     m = sum(np.asarray(v).size for v in plain[2])  # a segment per count (a gathered piece's runs: arrays)
     bypos[7].append(np.full(m, -1, np.int64))
     bypos[8].append(np.zeros(m, np.int64))
