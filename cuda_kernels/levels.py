@@ -564,9 +564,11 @@ def _unravel_scatter_kernel(
 #                        positions less the run's layer start are the run's entries)
 #   level_start[S + 1]   exclusive prefix of the levels of the segments with repetition
 #                        levels (0 for the others): the flags kernel's thread -> segment map
-#   thread_start[S + 1]  exclusive prefix of the scatter kernel's threads: one per level of a
-#                        segment with repetition levels (one if it has none: it writes the
-#                        final offsets), one per _WORD levels of the others
+#   thread_start[S + 1]  exclusive prefix of the scatter kernel's first threads: one per
+#                        level of a segment with repetition levels (one if it has none: it
+#                        writes the final offsets), one per _WORD levels of a segment without
+#                        them whose bits go to ``words_into`` (none for the others: their
+#                        words are owned, below)
 #   lay[L, _LAY_FIELDS]  per global layer: c, is_list, below, empty level, offsets base,
 #                        cuDF offsets base (-1: none; the run's layer's int32 offsets from
 #                        0 in ``cudf_all``, written by its segments' entries; -2 - e: from
@@ -582,33 +584,45 @@ def _unravel_scatter_kernel(
 #                        there: the offsets of entries 0 .. room, the bits of 0 .. room - 1;
 #                        what lies past it is not written)
 #   ltr[...]             the segments' ltr tables, concatenated
-# ``result`` (int64[2 * L + S]): entries per layer, null entries per layer, then the OR of
-# the error codes of each segment.
+#   own[W, _OWN_FIELDS]  the owned word ranges of ``words_all`` (first word, words, first
+#                        member, members), then the exclusive prefix of their words [W + 1]
+#                        (the scatter's thread -> range map), then their members
+#                        [_OWN_MEMBER each: layer, segment, first bit in the range]
+#   positions[...]       the caller's positions to read back (``read_also``)
+# ``result`` (int64[2 * L + S], then what else is read back): entries per layer, null
+# entries per layer, then the OR of the error codes of each segment.  It travels up at the
+# front of the same upload, zeroed but for the entries of the layers without repetition
+# levels (their levels), so that no launch zeroes anything.
 #
 # A segment without repetition levels (no list layer: a flat nullable column, a struct of
-# them) has level ``j`` as entry ``j`` of every layer, so it needs neither flags nor scan: a
-# thread takes _WORD consecutive levels (one validity bitmask word's worth, as cuDF's
-# decoders do), checks them, writes their validity as one uint32 bitmask word per layer
-# (Arrow's bit order, into ``words_all``: no byte per entry; a word the segment's bits fill
-# is stored, the others -- its last partial word, and every word of a segment whose bits
-# start inside a word -- OR-ed atomically into the zeroed words) and adds the word's nulls
-# with one atomic per layer.  A unit whose leaves are all flat makes one launch (and the
-# zeroing of the result and the words, one launch).  The segments of a *run* (a column's
-# leaves of consecutive fragments: ``LevelSegment.run``) write each layer's bits one after
-# the other into one slot, which is then the column's whole validity mask.
+# them) has level ``j`` as entry ``j`` of every layer, so it needs neither flags nor scan.
+# Each word of its layers' slots (Arrow's bit order, in ``words_all``: no byte per entry)
+# is *owned* by one thread of the scatter, which computes it whole from the definition
+# levels of the segments whose bits it holds (a run's segments', one after the other; zero
+# past them), checks those levels and adds their nulls (one atomic per segment and word):
+# every word is stored once, so the words need no zeroing.  Segments whose bits go to the
+# caller's words (``words_into``, zeroed by the caller and shared with other calls) take a
+# thread per _WORD levels instead, OR-ing their bits there.  A unit whose leaves are all
+# flat makes one launch, the scatter, whose last threads also gather what is read back
+# with the counts.  The segments of a *run* (a column's leaves of consecutive fragments:
+# ``LevelSegment.run``) write each layer's bits one after the other into one slot, which is
+# then the column's whole validity mask.
 #
 # A segment with repetition levels writes its layers' validity as the same words: an entry's
 # position is known only after the scan, so the flags launch sets every word of its layers
 # to all-valid (the thread of level 32 k, word k: a layer has at most one entry per level),
 # and the scatter clears the bit of each null entry with one atomic AND (beside the atomic
 # that counts it), and the thread of level 0 clears the bits past the layer's entries in
-# its last word.  No validity byte is written for any layer.  Segments of a run with
+# its last word (the slot's words past those of its levels are owned words: zeros).  No
+# validity byte is written for any layer.  Segments of a run with
 # repetition levels (``cudf``) do the same over the run: level and entry positions are the
 # run's (the level's place in the run, the scan's position less the run's layer start), one
 # slot per layer, the bits past the run's entries cleared by its first segment.
 _SEG_FIELDS = 11
 _LAY_FIELDS = 9
 _WORD = 32
+_OWN_FIELDS = 4  # an owned word range: first word of words_all, words, first member, members
+_OWN_MEMBER = 3  # a member of one: layer, segment, first bit in the range
 
 
 @gpu_kernel
@@ -649,9 +663,44 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
         flags[fb + m * stride] = 1 if _is_entry(r, d, ltr, desc[lay0 + (l0 + m) * _LAY_FIELDS]) else 0
 
 
+@dual
+def _flat_word(levels, dp, lo, hi, max_def, below, empty_level):
+    """The validity of levels ``[lo, hi)`` (at most 32) of a leaf without repetition levels at
+    one of its layers (``below`` / ``empty_level``): ``(bits, from bit 0; nulls; whether a
+    level exceeds max_def)``; ``dp``: its definition levels in ``levels`` (-1: none, all
+    valid)."""
+    bits = np.uint32(0)
+    nulls = np.int64(0)
+    bad = False
+    for k in range(lo, hi):
+        d = np.int64(0)
+        if dp >= 0:
+            d = np.int64(levels[dp + k])
+        if d > max_def:
+            bad = True
+        if _is_valid(d, below, empty_level):
+            bits |= np.uint32(1) << np.uint32(k - lo)
+        else:
+            nulls += 1
+    return bits, nulls, bad
+
+
+@dual
+def _gathered(src, positions, flags, i):
+    """Entry ``i`` of what the unravel reads back after its counts: ``src[positions[i]]``
+    (-1 outside ``src``), then the earlier launches' error ``flags``."""
+    n = positions.shape[0]
+    if i < n:
+        p = positions[i]
+        if 0 <= p < src.shape[0]:
+            return np.int64(src[p])
+        return np.int64(-1)
+    return np.int64(flags[i - n])
+
+
 @gpu_kernel
 def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, total, excl, offsets_all, words_all, result, nlayers,
-                                     cudf_all, words_into, cudf_into, words_lists):
+                                     cudf_all, words_into, cudf_into, words_lists, ws0, wm0, nws, nwords, src, positions, flags, ngather):
     """Offsets, validity, entry and null counts of every layer of every segment (threads:
     ``thread_start``, see above), and the runs' list layers' cuDF offsets.  A layer of a
     segment without repetition levels whose first bit (``desc[lb + 6]``) is negative writes
@@ -661,9 +710,66 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
     ``desc[lb + 7]``; one whose first bit is negative ORs the bit of each valid entry into
     ``words_lists`` from bit ``-1 - first bit`` (zeroed by the caller: null entries' bits
     stay 0, the words shared with bits written before keep them); both only for entries
-    within the layer's room (``desc[lb + 8]``)."""
+    within the layer's room (``desc[lb + 8]``).
+
+    After those ``total`` threads, ``nwords`` threads each write one word of ``words_all``
+    that no other thread writes (``words_all`` is not zeroed; :func:`_owned_words`): the
+    ``nws`` word ranges at ``desc[ws0:]`` (:data:`_OWN_FIELDS` each: first word, words, first
+    member, members; their words' prefix after them) hold the slots of the layers of
+    segments without repetition levels (each member a layer at ``desc[wm0:]``: layer,
+    segment, first bit in the range), whose bits the thread computes from the members'
+    definition levels (its word's whole value: the bits of no member 0), adding their nulls
+    and flagging a level out of range; ranges without members are the padding of the slots
+    of layers with repetition levels, past the words the flags launch set (0).  Then
+    ``ngather`` threads fill ``result[2 * nlayers + nseg:]`` with :func:`_gathered` (the
+    caller's values and the earlier launches' flags, read back with the counts)."""
     i = cuda.grid(1)
+    if i >= total + nwords + ngather:
+        return
+    if i >= total + nwords:
+        g = i - total - nwords
+        result[2 * nlayers + nseg + g] = _gathered(src, positions, flags, g)
+        return
     if i >= total:
+        t = i - total
+        r = _segment_of(desc[ws0 + nws * _OWN_FIELDS:], nws, t)
+        rb = ws0 + r * _OWN_FIELDS
+        w = t - desc[ws0 + nws * _OWN_FIELDS + r]
+        lo = w * _WORD
+        hi = lo + _WORD
+        m0 = desc[rb + 2]
+        m1 = m0 + desc[rb + 3]
+        # the first member whose bits end after lo (members' bits ascend, one after the other)
+        a = m0
+        z = m1
+        while a < z:
+            mid = (a + z) >> 1
+            mb = wm0 + mid * _OWN_MEMBER
+            if desc[mb + 2] + desc[seg0 + desc[mb + 1] * _SEG_FIELDS + 2] <= lo:
+                a = mid + 1
+            else:
+                z = mid
+        word = np.uint32(0)
+        while a < m1:
+            mb = wm0 + a * _OWN_MEMBER
+            rel = desc[mb + 2]
+            if rel >= hi:
+                break
+            g = desc[mb]
+            s = desc[mb + 1]
+            b = seg0 + s * _SEG_FIELDS
+            first = max(lo, rel)
+            last = min(hi, rel + desc[b + 2])
+            if last > first:
+                lb = lay0 + g * _LAY_FIELDS
+                bits, nulls, bad = _flat_word(levels, desc[b + 1], first - rel, last - rel, desc[b + 7], desc[lb + 2], desc[lb + 3])
+                word |= bits << np.uint32(first - lo)
+                if nulls:
+                    cuda.atomic.add(result, nlayers + g, nulls)
+                if bad:
+                    cuda.atomic.or_(result, 2 * nlayers + s, ERR_BAD_LEVEL)
+            a += 1
+        words_all[desc[rb] + w] = word
         return
     s = _segment_of(desc[ts0:], nseg, i)
     b = seg0 + s * _SEG_FIELDS
@@ -674,54 +780,28 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
     l0 = desc[b + 3]
     nl = desc[b + 4]
     if rp < 0:
-        # no repetition levels: thread j takes word j, levels [32 j, 32 j + 32), which are
-        # entries [32 j, 32 j + 32) of every layer: their range checked (the segment's
-        # error code), their validity written as one bitmask word per layer, their nulls
-        # added (one atomic per layer)
+        # no repetition levels, bits into the caller's words (words_into; the others'
+        # are owned words, above): thread j takes levels [32 j, 32 j + 32), entries
+        # [32 j, 32 j + 32) of every layer, OR-ed into their place (another unit's bits
+        # may share the first and last words), their nulls added (one atomic per layer)
         lo = j * _WORD
         hi = min(lo + _WORD, n)
-        if j == 0:
-            for m in range(nl):
-                result[l0 + m] = n
-        if dp >= 0:
-            for k in range(lo, hi):
-                if np.int64(levels[dp + k]) > desc[b + 7]:
-                    cuda.atomic.or_(result, 2 * nlayers + s, ERR_BAD_LEVEL)
-                    return
         for m in range(nl):
             lb = lay0 + (l0 + m) * _LAY_FIELDS
-            first = desc[lb + 6]
-            into = first < 0  # the caller's words (words_into), from bit -1 - first
-            at = (-1 - first if into else first) + lo  # the bit of level lo
-            nulls = np.int64(0)
-            bits = np.uint32(0)
-            for k in range(lo, hi):
-                d = np.int64(0)
-                if dp >= 0:
-                    d = np.int64(levels[dp + k])
-                if _is_valid(d, desc[lb + 2], desc[lb + 3]):
-                    bits |= np.uint32(1) << np.uint32(k - lo)
-                else:
-                    nulls += 1
+            at = -1 - desc[lb + 6] + lo  # the bit of level lo
+            bits, nulls, bad = _flat_word(levels, dp, lo, hi, desc[b + 7], desc[lb + 2], desc[lb + 3])
+            if bad:
+                cuda.atomic.or_(result, 2 * nlayers + s, ERR_BAD_LEVEL)
             w = at // _WORD
             sh = at % _WORD
-            if into:  # (the same writes: another unit's bits may share the first and last words)
-                if sh == 0 and hi - lo == _WORD:
-                    words_into[w] = bits
-                elif sh == 0:
-                    cuda.atomic.or_(words_into, w, bits)
-                else:
-                    cuda.atomic.or_(words_into, w, bits << np.uint32(sh))
-                    if hi - lo > _WORD - sh:
-                        cuda.atomic.or_(words_into, w + 1, bits >> np.uint32(_WORD - sh))
-            elif sh == 0 and hi - lo == _WORD:
-                words_all[w] = bits  # a word of this segment's only
+            if sh == 0 and hi - lo == _WORD:
+                words_into[w] = bits
             elif sh == 0:
-                cuda.atomic.or_(words_all, w, bits)
+                cuda.atomic.or_(words_into, w, bits)
             else:  # bits start inside a word: its high part, then the next word's low part
-                cuda.atomic.or_(words_all, w, bits << np.uint32(sh))
+                cuda.atomic.or_(words_into, w, bits << np.uint32(sh))
                 if hi - lo > _WORD - sh:
-                    cuda.atomic.or_(words_all, w + 1, bits >> np.uint32(_WORD - sh))
+                    cuda.atomic.or_(words_into, w + 1, bits >> np.uint32(_WORD - sh))
             if nulls:
                 cuda.atomic.add(result, nlayers + l0 + m, nulls)
         return
@@ -793,15 +873,8 @@ def _gather_into_kernel(src, positions, flags, nflags, out, base):
         out[t] = 0
         return
     i = t - base
-    n = positions.shape[0]
-    if i < n:
-        p = positions[i]
-        if 0 <= p < src.shape[0]:
-            out[t] = src[p]
-        else:
-            out[t] = -1
-    elif i < n + nflags:
-        out[t] = flags[i - n]
+    if i < positions.shape[0] + nflags:
+        out[t] = _gathered(src, positions, flags, i)
     else:
         out[t] = 0
 
@@ -1234,14 +1307,22 @@ _SLOT_WORDS = 16  # a validity slot: 64 bytes (cuDF's mask padding)
 
 
 def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=None,
-                    lists_into=None) -> tuple[np.ndarray, int, list[list[int]]]:
+                    lists_into=None) -> tuple[np.ndarray, int, list[list[int]], list[tuple[int, int, list[tuple[int, int, int]]]]]:
     """The first validity bit of every layer (room for a bit per level of its segment) and
     the words of all: every layer a slot of its own of whole 64-byte blocks, but the layers
     of a run's segments (``LevelSegment.run``, no repetition levels), which take the bits
     after the previous segment's in the slot of their run and layer; a run of ``into``
     (``{run: first bit of each layer}``) takes them from those bits of the caller's words,
     written ``-1 - bit`` (no slot); so does a layer of a run with repetition levels that
-    ``lists_into`` places (:func:`_lists_into`: its first bit there, plus its row)."""
+    ``lists_into`` places (:func:`_lists_into`: its first bit there, plus its row).
+
+    Also the *owned* word ranges (``(first word, words, members)``, members ``(layer,
+    segment, first bit in the range)``): every slot of layers without repetition levels
+    (its members' bits one after the other, then zeros to the slot's end), and the padding
+    of every slot of layers with repetition levels past the words of its levels (which the
+    flags launch sets): the words that one thread each of the scatter writes whole, so that
+    the slots need no zeroing."""
+    owned: list[tuple[int, int, list[tuple[int, int, int]]]] = []
     nlayers = int(layer_first[-1])
     bit_base = np.zeros(nlayers, np.int64)
     runs: dict[int, list[int]] = {}
@@ -1269,6 +1350,7 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=N
                     in_run[k] = True
                     bit_base[int(layer_first[k]) + m] = _WORD * word
                 shared.append([int(layer_first[k]) + m for k in members])
+                _own_padding(owned, word, slot, int(sum(int(ns[k]) for k in members)))
                 word += slot
             continue
         members = runs.get(int(segments[s].run), [s]) if segments[s].run >= 0 and not has_rep[s] else [s]
@@ -1287,14 +1369,29 @@ def _validity_slots(segments, has_rep, ns, nls, layer_first, rep_runs=(), into=N
         slot = -(-max(total, 1) // (_WORD * _SLOT_WORDS)) * _SLOT_WORDS
         for m in range(int(nls[s])):
             bit = _WORD * word
+            parts = []
             for k in members:
                 in_run[k] = True
                 bit_base[int(layer_first[k]) + m] = bit
+                parts.append((int(layer_first[k]) + m, k, bit - _WORD * word))
                 bit += int(ns[k])
             if len(members) > 1:
                 shared.append([int(layer_first[k]) + m for k in members])
+            if has_rep[s]:
+                _own_padding(owned, word, slot, total)
+            else:
+                owned.append((word, slot, parts))
             word += slot
-    return bit_base, word, shared
+    return bit_base, word, shared, owned
+
+
+def _own_padding(owned, word: int, slot: int, levels: int) -> None:
+    """The words of a slot of a layer with repetition levels (``levels`` of them) that the
+    flags launch does not set (one per 32 levels from the slot's first): an owned range
+    without members (zeros)."""
+    head = -(-levels // _WORD)
+    if slot > head:
+        owned.append((word + head, slot - head, []))
 
 
 def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_into=None, lists_into=None, threads_per_block=256):
@@ -1303,9 +1400,11 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     null counts and error codes of every layer and segment).  Segments with repetition
     levels take a flags launch and one scan over all of them; segments without (no list
     layer: level ``j`` is entry ``j`` of every layer, as in a flat nullable column) take
-    neither: a thread per 32 of their levels checks them, writes their validity (a bitmask word) and adds
-    their nulls in the one scatter launch that every segment shares.  So a unit of flat
-    leaves only makes one launch besides the result's zeroing.
+    neither: a thread per word of their validity bitmask computes it whole from their
+    levels, checks them and adds their nulls, in the one scatter launch that every segment
+    shares, whose last threads also gather what is read back (nothing is zeroed on the
+    device: the counts travel up zeroed with the descriptors).  So a unit of flat leaves
+    only makes one launch.
 
     ``levels`` is a ``uint16`` device array holding every segment's levels.  Returns one
     :class:`Unraveled` per segment, whose arrays are views of two shared device buffers:
@@ -1391,11 +1490,17 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     has_rep = np.array([sg.rep_pos >= 0 for sg in segments])
     level_start = np.zeros(nseg + 1, np.int64)  # the flags kernel: segments with repetition levels
     np.cumsum(np.where(has_rep, ns, 0), out=level_start[1:])
-    thread_start = np.zeros(nseg + 1, np.int64)  # the scatter kernel: a level, or a word of levels
-    np.cumsum(np.where(has_rep, np.maximum(ns, 1), -(-ns // _WORD)), out=thread_start[1:])  # an empty list leaf: its final offsets
     flag_first, stride, run_first, runs = _flag_layout(segments, has_rep, ns, nls, cudf)
     lists_out, lists_words, lists_spec = (None, None, None) if lists_into is None else lists_into
     into_lay = _lists_into(segments, runs, ns, nls, layer_first, lists_spec)
+    into_words, into_runs = (None, None) if words_into is None else words_into
+    bit_base, nwords, shared, owned = _validity_slots(segments, has_rep, ns, nls, layer_first, runs, into_runs, into_lay)
+    # the scatter kernel's threads: a level of a segment with repetition levels (an empty
+    # list leaf: one, its final offsets), a word of levels of one without whose bits go to
+    # the caller's words (words_into); the others' words are owned (below)
+    to_caller = ~has_rep & (bit_base[layer_first[:-1]] < 0)
+    thread_start = np.zeros(nseg + 1, np.int64)
+    np.cumsum(np.where(has_rep, np.maximum(ns, 1), np.where(to_caller, -(-ns // _WORD), 0)), out=thread_start[1:])
     ltr_len = np.array([t.ltr.shape[0] for t in tabs], np.int64)
     ltr_first = np.zeros(nseg + 1, np.int64)
     np.cumsum(ltr_len, out=ltr_first[1:])
@@ -1416,8 +1521,6 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     seg_of_layer = np.repeat(np.arange(nseg), nls)
     is_list = np.concatenate([t.is_list for t in tabs])
     cap = ns[seg_of_layer]
-    into_words, into_runs = (None, None) if words_into is None else words_into
-    bit_base, nwords, shared = _validity_slots(segments, has_rep, ns, nls, layer_first, runs, into_runs, into_lay)
     off_cap = np.where(is_list != 0, cap + 1, 0)
     off_base = np.zeros(nlayers + 1, np.int64)
     np.cumsum(off_cap, out=off_base[1:])
@@ -1435,34 +1538,46 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     for g, spec in into_lay.items():
         lay[g, 7] = spec[4]  # the shift of its offsets
         lay[g, 8] = spec[2] - spec[3]  # the room left in the caller's slot
-    parts = [seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs])]
-    starts = np.zeros(len(parts) + 1, np.int64)
-    np.cumsum([p.size for p in parts], out=starts[1:])
-    desc = _device.to_device(np.concatenate(parts))
-    seg0, ls0, ts0, lay0, ltr0 = (np.int64(x) for x in starts[:5])
-    rep_levels = int(level_start[-1])
-    threads = int(thread_start[-1])
-    d_levels = _device.to_device(levels) if levels is not None and levels.shape[0] else _device.device_zeros(1, np.uint16)
     # the error flags of the enclosing deferred_errors block's launches come back in the same copy
     flags_back = pending_flags()
     nback = 0 if flags_back is None else flags_back[1]
-    head = 2 * nlayers + nseg  # entry counts, null counts, error codes: zeroed by the gather launch
-    back = head + extra + nback  # what is read back
-    # after them, every layer's validity words, zeroed with them (OR-ed by the scatter for a
-    # segment without repetition levels, set by the flags launch and cleared bit by bit for
-    # the others): one allocation, one zeroing launch; then (not zeroed: every entry is
-    # written) the runs' cuDF list offsets
-    at = -(-back // 8) * 8  # the words from a 64-byte boundary of the block
-    words_end = at + -(-max(nwords, 1) // 2)  # (a 64-byte boundary: whole slots of words)
+    head = 2 * nlayers + nseg  # entry counts, null counts, error codes
+    back = head + extra + nback  # what is read back: then the caller's values and the flags
+    # what is read back travels up zeroed at the front of the descriptors (one upload, no
+    # zeroing launch), the entry counts of the layers without repetition levels (their
+    # levels) already in place; the scatter adds the nulls and error codes there and its
+    # last threads gather the caller's values and the flags after them
+    result_init = np.zeros(back, np.int64)
+    result_init[:nlayers] = np.where(has_rep[seg_of_layer], 0, cap)
+    own_words = np.array([n for _w, n, _m in owned], np.int64)
+    own_prefix = np.zeros(len(owned) + 1, np.int64)
+    np.cumsum(own_words, out=own_prefix[1:])
+    own_first = np.zeros(len(owned) + 1, np.int64)
+    np.cumsum([len(m) for _w, _n, m in owned], out=own_first[1:])
+    own = np.array([(w, n, f, len(m)) for (w, n, m), f in zip(owned, own_first, strict=False)], np.int64).reshape(-1)
+    members = np.array([x for _w, _n, m in owned for x in m], np.int64).reshape(-1)
+    parts = [result_init, seg.reshape(-1), level_start, thread_start, lay.reshape(-1), np.concatenate([t.ltr for t in tabs]),
+             own, own_prefix, members, np.asarray(read_also[1] if extra else np.zeros(0), np.int64)]
+    starts = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([p.size for p in parts], out=starts[1:])
+    up = _device.to_device(np.concatenate(parts))
+    result = up[:back]
+    desc = up[back:]
+    seg0, ls0, ts0, lay0, ltr0, ws0, _wp, wm0 = (np.int64(x - back) for x in starts[1:9])
+    pos = up[starts[9] : starts[10]]
+    rep_levels = int(level_start[-1])
+    threads = int(thread_start[-1])
+    d_levels = _device.to_device(levels) if levels is not None and levels.shape[0] else _device.device_zeros(1, np.uint16)
+    # every layer's validity words, not zeroed (each word is written whole by one thread of
+    # the scatter, or set all-valid by the flags launch and its null bits cleared by the
+    # scatter's atomics; see _validity_slots' owned words), from a 64-byte boundary; then
+    # the runs' cuDF list offsets
+    words_end = -(-max(nwords, 1) // 2)  # (a 64-byte boundary: whole slots of words)
     block = _device.device_empty(words_end + -(-cudf_size // 2), np.int64)
-    zeroed = block[:words_end]
-    result = block[:back]
-    words_all = zeroed[at:].view(np.uint32)
+    words_all = block[:words_end].view(np.uint32)
     cudf_all = block[words_end:].view(np.int32) if cudf_size else block[:1].view(np.int32)  # (else never written)
     src = read_also[0] if extra else block
-    pos = _device.to_device(np.asarray(read_also[1] if extra else np.zeros(0), np.int64))
     flag_src = flags_back[0] if nback else block
-    _gather_into_kernel.get()[_device.launch_dims(zeroed.shape[0])](src, pos, flag_src, np.int64(nback), zeroed, np.int64(head))
     offsets_all = _device.device_empty(max(int(off_base[-1]), 1), np.int64)
     excl = result  # read by the threads of segments with repetition levels only
     if rep_levels:
@@ -1473,12 +1588,15 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
             d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(rep_levels), flags, words_all, result, np.int64(2 * nlayers),
         )
         excl = _device.exclusive_scan_device(flags)
-    if threads:
-        blocks, tpb = _device.launch_dims(threads, threads_per_block)
+    ngather = extra + nback
+    launched = threads + int(own_prefix[-1]) + ngather
+    if launched:  # (the one launch of a call whose segments have no repetition levels)
+        blocks, tpb = _device.launch_dims(launched, threads_per_block)
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
             np.int64(nlayers), cudf_all, into_words if into_words is not None else words_all,
             lists_out if lists_out is not None else cudf_all, lists_words if lists_words is not None else words_all,
+            ws0, wm0, np.int64(len(owned)), np.int64(own_prefix[-1]), src, pos, flag_src, np.int64(ngather),
         )
     host = _device.to_host(result)
     counts, nulls, errs = host[:nlayers], host[nlayers : 2 * nlayers], host[2 * nlayers : 2 * nlayers + nseg]

@@ -76,7 +76,8 @@ def main():
             ),
         ),
         # the segmented unravel: every layer's validity as uint32 words (the flags launch sets
-        # the words of layers with repetition levels, the scatter clears null bits atomically)
+        # the words of layers with repetition levels, the scatter clears null bits atomically
+        # and writes the owned words of the others whole, then gathers what is read back)
         (
             levels._unravel_segments_flags_kernel,
             {},
@@ -86,7 +87,8 @@ def main():
             levels._unravel_segments_scatter_kernel,
             {},
             (z(9, u16), z(40, i64), i64(0), i64(9), i64(12), i64(30), i64(1), i64(9), z(19, i64), z(9, i64), z(4, np.uint32),
-             z(5, i64), i64(2), z(4, i32), z(4, np.uint32), z(4, i32), z(4, np.uint32)),
+             z(5, i64), i64(2), z(4, i32), z(4, np.uint32), z(4, i32), z(4, np.uint32), i64(20), i64(30), i64(1), i64(16),
+             z(4, i64), z(2, i64), z(3, i32), i64(5)),
         ),
         (levels._to_bitmap_kernel, {}, (z(9, b1), i64(9), z(2, u8))),
         (levels._from_bitmap_kernel, {}, (z(2, u8), i64(0), z(9, b1))),

@@ -520,8 +520,23 @@ def test_unravel_segments_gpu_matches_cpu_per_segment(seed):
             assert lg.null_count == (0 if lc.validity is None else int((~np.asarray(lc.validity)).sum()))
 
 
+@pytest.fixture
+def garbage_allocations(monkeypatch):
+    """Device allocations of the level unravel hold garbage (0xA5 bytes), not the zeros the
+    simulator's allocations happen to hold: a word no thread writes shows."""
+    real = _device.device_empty
+
+    def filled(n, dtype):
+        out = real(n, dtype)
+        if out.size:
+            out.copy_to_device(np.full(out.nbytes, 0xA5, np.uint8).view(out.dtype).reshape(out.shape))
+        return out
+
+    monkeypatch.setattr(ck.levels._device, "device_empty", filled)
+
+
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
-def test_unravel_segments_gpu_runs_share_one_mask(with_lists):
+def test_unravel_segments_gpu_runs_share_one_mask(with_lists, garbage_allocations):
     """Segments of one run (a column's flat leaves of consecutive fragments, interleaved
     with other segments) write each layer's bits one after the other into one slot from a
     64-byte boundary: every segment's validity (at its bit offset) and null count equal the
@@ -822,12 +837,13 @@ def test_unravel_segments_gpu_lists_into_callers_arrays(seed):
 
 
 @pytest.mark.parametrize("with_lists", [False, True], ids=["flat-only", "beside-lists"])
-def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
+def test_unravel_segments_gpu_flat_leaves_by_words(with_lists, garbage_allocations):
     """Leaves without repetition levels (flat nullable columns, structs of them) are
-    unravelled 32 levels a thread: lengths around the word size (0, 1, 31, 32, 33, 100),
-    null densities 0 / some / all, with and without list leaves in the same call; validity
-    and null counts equal the CPU unravel's.  With flat leaves only there is no flags
-    launch and no scan: one launch besides the result's zeroing."""
+    unravelled a validity word a thread, into words nothing zeroed: lengths around the word
+    size (0, 1, 31, 32, 33, 100), null densities 0 / some / all, with and without list
+    leaves in the same call; validity and null counts equal the CPU unravel's, and so do
+    the values read back with them (``read_also``).  With flat leaves only there is one
+    launch, the scatter: no flags launch, no scan, no zeroing or gather launch."""
     rng = np.random.default_rng(7)
     cases = []
     for n in (0, 1, 31, 32, 33, 100):
@@ -842,13 +858,19 @@ def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
     levels, segs = _segments_and_levels(raveled)
     d_levels = cuda.to_device(levels)
     launches = []
-    real = ck.levels._unravel_segments_flags_kernel.get
+    kernels = {"flags": ck.levels._unravel_segments_flags_kernel, "scatter": ck.levels._unravel_segments_scatter_kernel,
+               "gather": ck.levels._gather_into_kernel, "fill": _device._fill_kernel}
+    values = cuda.to_device(np.arange(100, 140, dtype=np.int64))
+    positions = np.array([3, 39, 40, -1, 0], np.int64)
     try:
-        ck.levels._unravel_segments_flags_kernel.get = lambda **k: launches.append("flags") or real(**k)
-        gpu = ck.unravel_segments_gpu(d_levels, segs)
+        for name, kernel in kernels.items():
+            kernel.get = lambda _real=kernel.get, _name=name, **k: launches.append(_name) or _real(**k)
+        gpu, also = ck.unravel_segments_gpu(d_levels, segs, read_also=(values, positions))
     finally:
-        del ck.levels._unravel_segments_flags_kernel.get
-    assert launches == (["flags"] if with_lists else [])
+        for kernel in kernels.values():
+            del kernel.get
+    assert launches == (["flags", "scatter"] if with_lists else ["scatter"]), launches
+    assert also.tolist() == [103, 139, -1, -1, 100]
     for rav, g in zip(raveled, gpu, strict=True):
         cpu = ck.unravel_levels(rav.rep, rav.def_, rav.layer_kinds, num_levels=rav.num_levels)
         _assert_unraveled_equal(cpu, g)
@@ -864,7 +886,7 @@ def test_unravel_segments_gpu_flat_leaves_by_words(with_lists):
     assert info.value.segment == k
 
 
-def test_unravel_segments_gpu_list_leaves_by_words():
+def test_unravel_segments_gpu_list_leaves_by_words(garbage_allocations):
     """Leaves with repetition levels write their layers' validity as bitmask words too (set
     all-valid by the flags launch, null bits cleared by the scatter): item and list layers of
     0, 1, 31, 32, 33 and 100 entries (word boundaries), null densities 0 / some / all, side by
