@@ -30,7 +30,7 @@ from . import _device
 from ._cpu import store_u64
 from ._jitcache import LAZY_NUMBA as numba
 from ._jitcache import prange
-from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+from ._target import LAZY_CUDA, DualFunction, _rebind, cpu_driver, cuda_module, dual, gpu_kernel
 from .errors import (
     ERR_BAD_CODE,
     ERR_OUT_OF_BOUNDS,
@@ -398,9 +398,184 @@ def _table_symbol(tables, at):
     return v
 
 
+# Warp collectives.  On a GPU they are the hardware's (``ballot_sync``, ``shfl_*_sync``); numba's
+# simulator has none, so there they go through the warp's 32 slots of a shared scratch array
+# (``scr``) and ``syncthreads``: the simulator's barrier waits for every live thread of the
+# block at whatever barrier it stands, so a warp that runs them uniformly (all 32 lanes, the
+# same sequence) gets the right answer whatever its block's other warps do.  The kernels
+# allocate that scratch with ``_SCRATCH`` int64 slots: 1 on a GPU (unused), a slot per thread
+# under the simulator (``_warp_kernel``).  Every lane of a warp must call them together.
+
+#: threads of a warp
+WARP = 32
+_FULL_MASK = 0xFFFFFFFF
+_SCRATCH = 1
+
+
+class _WarpOp(DualFunction):
+    """A warp collective as a device function: ``hw`` on a GPU, ``sim`` (same arguments and
+    result, through shared memory and ``syncthreads``) under numba's CUDA simulator.  Never
+    compiled for the CPU."""
+
+    def __init__(self, hw, sim):
+        super().__init__(hw)
+        self._sim = sim
+
+    @property
+    def gpu(self):
+        if self._gpu is None:
+            cuda = cuda_module()
+            py = self._sim if _device.is_simulator() else self.py
+            self._gpu = cuda.jit(device=True)(_rebind(py, "gpu"))
+        return self._gpu
+
+
+def _ballot_hw(pred, lane, scr):
+    return np.uint32(cuda.ballot_sync(_FULL_MASK, pred))
+
+
+def _ballot_sim(pred, lane, scr):
+    scr[lane] = 1 if pred else 0
+    cuda.syncthreads()
+    m = np.uint32(0)
+    for k in range(WARP):
+        if scr[k] != 0:
+            m |= np.uint32(1 << k)
+    cuda.syncthreads()
+    return m
+
+
+def _scan_hw(v, lane, scr):
+    x = np.int32(v)
+    d = 1
+    while d < WARP:
+        y = cuda.shfl_up_sync(_FULL_MASK, x, d)
+        if lane >= d:
+            x += y
+        d *= 2
+    return x, cuda.shfl_sync(_FULL_MASK, x, WARP - 1)
+
+
+def _scan_sim(v, lane, scr):
+    scr[lane] = v
+    cuda.syncthreads()
+    x = np.int32(0)
+    t = np.int32(0)
+    for k in range(WARP):
+        t += np.int32(scr[k])
+        if k == lane:
+            x = t
+    cuda.syncthreads()
+    return x, t
+
+
+#: ``_w_ballot(pred, lane, scr)``: bit ``k`` of the result is lane ``k``'s ``pred`` (uint32)
+_w_ballot = _WarpOp(_ballot_hw, _ballot_sim)
+#: ``_w_scan(v, lane, scr)``: ``(inclusive sum of v over lanes 0..lane, sum over the warp)``
+_w_scan = _WarpOp(_scan_hw, _scan_sim)
+
+#: strings of at least this many code bytes are decoded by their whole warp, in tiles of 32
+#: code bytes (coalesced loads, one code per lane); shorter ones by their own thread.  Not yet
+#: tuned on a device.
+WARP_MIN_BYTES = 32
+
+
+@dual
+def _run_before(esc, k, carry):
+    """How many escape bytes stand right before lane ``k`` of a tile (bit ``j`` of ``esc``:
+    the tile's byte ``j`` is 255), counting the escape code that ended the previous tile
+    (``carry`` 1) when the run reaches lane 0.  The tile starts at a code (or at the literal
+    of that escape), and a run of 255 starts at a code (the byte before it is a symbol code
+    or a literal), so the run alternates escape code, literal: byte ``k`` is a literal iff
+    this count is odd."""
+    below = ~esc & np.uint32((1 << k) - 1)
+    if below == 0:
+        return k + carry
+    return k - WARP + cuda.clz(below)
+
+
+@dual
+def _warp_tile(comp, base, ce, lane, carry, scr):
+    """Classify the tile ``comp[base:min(base + 32, ce)]`` (the warp together, lane ``k`` its
+    byte ``base + k``): returns ``(byte, valid, escape, literal, carry out)``, ``literal``: the
+    byte is emitted as is (an escaped byte), ``escape``: it is an escape code (emits
+    nothing), else (``valid``) a symbol code; ``carry out`` 1 when the tile's last byte is an
+    escape code (its literal opens the next tile)."""
+    j = base + lane
+    valid = j < ce
+    b = np.int64(comp[j]) if valid else np.int64(0)
+    e = _w_ballot(valid and b == 255, lane, scr)
+    odd = (_run_before(e, lane, carry) & 1) == 1
+    last = min(ce - 1 - base, WARP - 1)
+    out = 1 if (e >> np.uint32(last)) & np.uint32(1) and (_run_before(e, last, carry) & 1) == 0 else 0
+    return b, valid, valid and b == 255 and not odd, valid and odd, out
+
+
+@dual
+def _warp_decoded_len(sym_lens, n_symbols, comp, cs, ce, lane, scr):
+    """:func:`_fsst_decoded_len` of ``comp[cs:ce]`` (in bounds) by the warp together: the
+    length, or -2 (a code beyond the table; first, as the serial loop meets it before the
+    end) or -1 (the string ends in an escape code)."""
+    total = np.int64(0)
+    bad = False
+    carry = 0
+    base = cs
+    while base < ce:
+        b, valid, esc, lit, carry = _warp_tile(comp, base, ce, lane, carry, scr)
+        n: int | np.int32 = 0  # a local annotation: the compiled bytecode is unchanged
+        if lit:
+            n = 1
+        elif valid and not esc:
+            n = np.int32(sym_lens[b])
+            if b >= n_symbols:
+                bad = True
+        _incl, t = _w_scan(n, lane, scr)
+        total += t
+        base += WARP
+    if _w_ballot(bad, lane, scr) != 0:
+        return np.int64(-2)
+    if carry:
+        return np.int64(-1)
+    return total
+
+
+@dual
+def _warp_decode(symbols, sym_lens, comp, cs, ce, out, pos, out_end, lane, scr):
+    """:func:`_fsst_decode_one` of ``comp[cs:ce]`` (validated) at ``out[pos:out_end]`` by the
+    warp together: per tile the lanes' output lengths are scanned to positions and each lane
+    stores its symbol's bytes (exactly its length: lanes write next to each other), none
+    at or past ``out_end``."""
+    carry = 0
+    base = cs
+    while base < ce:
+        b, valid, esc, lit, carry = _warp_tile(comp, base, ce, lane, carry, scr)
+        n: int | np.int32 = 0  # a local annotation: the compiled bytecode is unchanged
+        if lit:
+            n = 1
+        elif valid and not esc:
+            n = np.int32(sym_lens[b])
+        incl, t = _w_scan(n, lane, scr)
+        p = pos + np.int64(incl - n)
+        if lit:
+            if p < out_end:
+                out[p] = b
+        elif n:
+            s = np.uint64(symbols[b])
+            for k in range(n):
+                if p + k < out_end:
+                    out[p + k] = (s >> np.uint64(8 * k)) & np.uint64(0xFF)
+        pos += np.int64(t)
+        base += WARP
+
+
 @gpu_kernel
 def _seg_lengths_kernel(tables, table_pos, n_symbols, comp, starts, lengths, blk_seg, blk_first, blk_end, out_lens, err):
+    """Pass 1 over block ``b``'s strings ``blk_first[b]..blk_end[b]`` of segment
+    ``blk_seg[b]`` (its table's lengths in shared memory): a string shorter than
+    ``WARP_MIN_BYTES`` by its thread, the longer ones of a warp by the warp, one after
+    another."""
     sh_lens = cuda.shared.array(256, numba.uint8)
+    scr_all = cuda.shared.array(_SCRATCH, numba.int64)
     b = cuda.blockIdx.x
     s = np.int64(blk_seg[b])
     base = np.int64(table_pos[s])
@@ -412,20 +587,43 @@ def _seg_lengths_kernel(tables, table_pos, n_symbols, comp, starts, lengths, blk
     cuda.syncthreads()
     if not ok and cuda.threadIdx.x == 0:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+    lane = cuda.threadIdx.x % WARP
+    scr = scr_all[cuda.threadIdx.x - lane:cuda.threadIdx.x - lane + WARP]
+    nsym = np.int64(n_symbols[s])
     i = np.int64(blk_first[b]) + cuda.threadIdx.x
+    wide = False
     if i < np.int64(blk_end[b]):
         st = np.int64(starts[i])
-        length = _fsst_decoded_len(sh_lens, np.int64(n_symbols[s]), comp, comp.shape[0], st, st + np.int64(lengths[i]))
-        if length < 0:
-            cuda.atomic.or_(err, 0, _error_bit(length))
-            length = 0
-        out_lens[i] = length
+        ln = np.int64(lengths[i])
+        if ln >= WARP_MIN_BYTES and st >= 0 and st + ln <= comp.shape[0]:
+            wide = True
+        else:
+            length = _fsst_decoded_len(sh_lens, nsym, comp, comp.shape[0], st, st + ln)
+            if length < 0:
+                cuda.atomic.or_(err, 0, _error_bit(length))
+                length = 0
+            out_lens[i] = length
+    todo = _w_ballot(wide, lane, scr)
+    while todo != 0:
+        k = cuda.ffs(todo) - 1
+        todo &= todo - np.uint32(1)
+        j = i - lane + k
+        cs = np.int64(starts[j])
+        length = _warp_decoded_len(sh_lens, nsym, comp, cs, cs + np.int64(lengths[j]), lane, scr)
+        if lane == k:
+            if length < 0:
+                cuda.atomic.or_(err, 0, _error_bit(length))
+                length = 0
+            out_lens[j] = length
 
 
 @gpu_kernel
 def _seg_decode_kernel(tables, table_pos, comp, starts, lengths, blk_seg, blk_first, blk_end, out_offsets, out, err):
+    """Pass 2 over block ``b``'s strings (table in shared memory), split as pass 1 splits
+    them: short strings by their thread, long ones by their warp."""
     sh_sym = cuda.shared.array(256, numba.uint64)
     sh_lens = cuda.shared.array(256, numba.uint8)
+    scr_all = cuda.shared.array(_SCRATCH, numba.int64)
     b = cuda.blockIdx.x
     s = np.int64(blk_seg[b])
     base = np.int64(table_pos[s])
@@ -438,15 +636,38 @@ def _seg_decode_kernel(tables, table_pos, comp, starts, lengths, blk_seg, blk_fi
     cuda.syncthreads()
     if not ok and cuda.threadIdx.x == 0:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+    lane = cuda.threadIdx.x % WARP
+    scr = scr_all[cuda.threadIdx.x - lane:cuda.threadIdx.x - lane + WARP]
     i = np.int64(blk_first[b]) + cuda.threadIdx.x
+    wide = False
     if i < np.int64(blk_end[b]):
         st = np.int64(starts[i])
+        ln = np.int64(lengths[i])
         o0 = np.int64(out_offsets[i])
         o1 = np.int64(out_offsets[i + 1])
         if o0 < 0 or o1 < o0 or o1 > out.shape[0]:
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        elif ln >= WARP_MIN_BYTES:
+            wide = True
         else:
-            _fsst_decode_one(sh_sym, sh_lens, comp, st, st + np.int64(lengths[i]), out, o0, o1)
+            _fsst_decode_one(sh_sym, sh_lens, comp, st, st + ln, out, o0, o1)
+    todo = _w_ballot(wide, lane, scr)
+    while todo != 0:
+        k = cuda.ffs(todo) - 1
+        todo &= todo - np.uint32(1)
+        j = i - lane + k
+        cs = np.int64(starts[j])
+        _warp_decode(sh_sym, sh_lens, comp, cs, cs + np.int64(lengths[j]), out, np.int64(out_offsets[j]),
+                     np.int64(out_offsets[j + 1]), lane, scr)
+
+
+def _warp_kernel(kernel, threads_per_block):
+    """``kernel`` compiled for blocks of ``threads_per_block`` threads (whole warps): under
+    the simulator with a scratch slot per thread for the warp collectives."""
+    if threads_per_block <= 0 or threads_per_block % WARP:
+        msg = f"threads_per_block must be a positive multiple of {WARP}, got {threads_per_block}"
+        raise ValueError(msg)
+    return kernel.get(_SCRATCH=threads_per_block) if _device.is_simulator() else kernel.get()
 
 
 # --------------------------------------------------------------------------
@@ -710,7 +931,7 @@ def fsst_lengths_segments_gpu(tables, table_pos, n_symbols, compressed, starts, 
     seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
-        _seg_lengths_kernel.get()[seg.size, threads_per_block](
+        _warp_kernel(_seg_lengths_kernel, threads_per_block)[seg.size, threads_per_block](
             _device.to_device(tables, np.uint8), _device.to_device(np.asarray(table_pos, np.int64)),
             _device.to_device(np.asarray(n_symbols, np.int64)), _device.to_device(compressed, np.uint8),
             _device.to_device(starts), _device.to_device(lengths),
@@ -728,7 +949,7 @@ def fsst_decode_segments_gpu(tables, table_pos, compressed, starts, lengths, seg
     seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
-        _seg_decode_kernel.get()[seg.size, threads_per_block](
+        _warp_kernel(_seg_decode_kernel, threads_per_block)[seg.size, threads_per_block](
             _device.to_device(tables, np.uint8), _device.to_device(np.asarray(table_pos, np.int64)),
             _device.to_device(compressed, np.uint8), _device.to_device(starts), _device.to_device(lengths),
             _device.to_device(seg), _device.to_device(first), _device.to_device(end),
