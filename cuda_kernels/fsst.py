@@ -13,9 +13,15 @@ Example: symbols ``{0: b"ab", 1: b"c"}``; the codes ``00 01 ff 7a 00`` decode to
 
 Decoding runs in two passes over the strings: pass 1 computes each decoded
 length (and validates the input), an exclusive scan turns the lengths into
-output offsets, and pass 2 writes the bytes.  On the GPU both passes use one
-thread per string and keep the symbol table in shared memory; the scan is
-``cupy.cumsum`` (host scan when CuPy is missing, e.g. under the simulator).
+output offsets, and pass 2 writes the bytes.  On the GPU both passes keep the
+symbol table in shared memory (a CUDA block's strings share one); the scan is
+``cupy.cumsum`` (host scan when CuPy is missing, e.g. under the simulator).  The
+single-table kernels run a thread per string; the segmented ones (what the reader
+launches) a thread per string shorter than ``WARP_MIN_BYTES`` code bytes and a whole
+warp per longer one: lanes take consecutive code bytes of a 32-byte tile, a ballot of
+the 255 bytes tells escape codes from escaped literals (:func:`_warp_tile`), a warp
+scan of the codes' lengths places their output, and the output leaves as aligned
+8-byte stores through a ring of words in shared memory (:func:`_warp_decode`).
 
 Corrupt input (an escape as the last byte of a string, a code naming a symbol
 ``>= n_symbols``, offsets outside the compressed buffer, a symbol longer than
@@ -413,7 +419,7 @@ _FULL_MASK = 0xFFFFFFFF
 _SCRATCH = 1
 #: u64 words of a warp's output ring in shared memory (:func:`_warp_decode`): more than the
 #: 33 words a tile's output (at most 32 x 8 bytes, from any byte of a word) and the word
-#: carried over from the tile before can touch
+#: carried over from the tile before can touch; a power of two (slots are masked)
 _RING = 64
 #: u64 words of a block's rings, ``_RING`` per warp (:func:`_warp_kernel`; this default, 4
 #: warps, is what the PTX checks compile)
@@ -574,16 +580,17 @@ def _warp_decoded_len(sym_lens, n_symbols, comp, cs, ce, lane, scr):
 @dual
 def _stage(ring, w0, p, n, v):
     """OR the ``n`` (1..8) low bytes of ``v`` at output byte ``p`` into the ring's words (word
-    ``w`` of the output, ``floor((p - w0) / 8)``, at slot ``w % _RING``): one or two shared
-    atomics (lanes of a warp share words, never bytes)."""
+    ``w = floor((p - w0) / 8)`` of the output at slot ``w % _RING``, as a shift and a mask:
+    both right for a negative ``w`` too): one or two shared atomics (lanes of a warp share
+    words, never bytes)."""
     if n < 8:
         v &= (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
     rel = p - w0
-    w = rel // 8
-    sh = rel - 8 * w
-    cuda.atomic.or_(ring, w % _RING, v << np.uint64(8 * sh))
+    w = rel >> 3
+    sh = rel & 7
+    cuda.atomic.or_(ring, w & (_RING - 1), v << np.uint64(8 * sh))
     if sh + n > 8:
-        cuda.atomic.or_(ring, (w + 1) % _RING, v >> np.uint64(64 - 8 * sh))
+        cuda.atomic.or_(ring, (w + 1) & (_RING - 1), v >> np.uint64(64 - 8 * sh))
 
 
 @dual
@@ -594,7 +601,7 @@ def _flush(ring, out, out_w, w0, lo, hi, o0, o1, lane):
     (the first and the last word of a string share bytes with its neighbours)."""
     w = lo + lane
     while w < hi:
-        slot = w % _RING
+        slot = w & (_RING - 1)
         v = ring[slot]
         ring[slot] = np.uint64(0)
         a = w0 + 8 * w
@@ -615,7 +622,7 @@ def _warp_decode(symbols, sym_lens, comp, cs, ce, out, out_w, w0, o0, o1, lane, 
     (``ring``, zero on entry and on return), and the words the tile completed are written out
     as aligned 8-byte stores, coalesced (the string's first and last word byte by byte).  No
     byte at or past ``o1`` is written, whatever the codes decode to."""
-    done = (o0 - w0) // 8  # the first word not yet written (floor: -1 before the first whole word)
+    done = (o0 - w0) >> 3  # the first word not yet written (floor: -1 before the first whole word)
     pos = o0
     carry = np.int64(0)
     base = cs
@@ -634,13 +641,13 @@ def _warp_decode(symbols, sym_lens, comp, cs, ce, out, out_w, w0, o0, o1, lane, 
             _stage(ring, w0, p, min(np.int64(n), o1 - p), v)
         pos += np.int64(t)
         _w_sync(lane, scr)
-        upto = (min(pos, o1) - w0) // 8  # words below it are complete
+        upto = (min(pos, o1) - w0) >> 3  # words below it are complete
         _flush(ring, out, out_w, w0, done, upto, o0, o1, lane)
         done = max(done, upto)
         _w_sync(lane, scr)
         base += WARP
     end = min(pos, o1)
-    _flush(ring, out, out_w, w0, done, (end - w0 + 7) // 8, o0, end, lane)  # every staged word: the ring is zero
+    _flush(ring, out, out_w, w0, done, (end - w0 + 7) >> 3, o0, end, lane)  # every staged word: the ring is zero
     _w_sync(lane, scr)
 
 
