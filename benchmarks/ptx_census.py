@@ -114,7 +114,7 @@ def _kernels():
     """``(label, kernel, constants, example arguments)`` of the kernels counted."""
     import numpy as np
 
-    from cuda_kernels import gather, segments
+    from cuda_kernels import fsst, gather, segments
 
     z = np.zeros
     i32, i64, u8 = np.int32, np.int64, np.uint8
@@ -129,6 +129,13 @@ def _kernels():
          (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), *words)),
         ("gather._binary_copy_warps_kernel (warp per item)", gather._binary_copy_warps_kernel, {},
          (z(4, i64), z(9, u8), z(4, i64), z(5, i64), z(9, u8), *words)),
+        # the segmented FSST passes (tables in the arena; spans of the compressed strings)
+        ("fsst._seg_lengths_kernel (pass 1)", fsst._seg_lengths_kernel, {},
+         (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64),
+          z(3, i64), z(1, i32))),
+        ("fsst._seg_decode_kernel (pass 2)", fsst._seg_decode_kernel, {},
+         (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64),
+          z(9, u8), z(1, u64), i64(0), z(1, i32))),
     ]
 
 

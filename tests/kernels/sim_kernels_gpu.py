@@ -133,6 +133,111 @@ def test_fsst_gpu_empty():
     assert h(offs).tolist() == [0, 0, 0] and data.shape[0] == 0
 
 
+def _segments_gpu(sym, sl, nsym, comp, starts, lens, segments, tpb):
+    """Both segmented passes on the device: ``(offsets, bytes)`` as host arrays."""
+    tables, at, nsym = ck.pack_tables(sym, sl, nsym)
+    out_len = _device.to_device(np.zeros(starts.size, np.int64))
+    ck.fsst_lengths_segments_gpu(tables, at, nsym, comp, starts, lens, segments, out_len, threads_per_block=tpb)
+    offs, total = _device.exclusive_scan(out_len)
+    data = _device.device_empty(max(total, 1), np.uint8)
+    ck.fsst_decode_segments_gpu(tables, at, comp, starts, lens, segments, offs, data, threads_per_block=tpb)
+    return h(offs), h(data)[:total]
+
+
+def _codes(rng, n, nsym, p_escape):
+    """``n`` random codes of a table of ``nsym`` symbols, each an escape and a literal (any
+    byte, 255 too) with probability ``p_escape``; as bytes."""
+    out = []
+    for _ in range(n):
+        if rng.random() < p_escape:
+            out += [255, int(rng.integers(0, 256))]
+        else:
+            out.append(int(rng.integers(0, nsym)))
+    return out
+
+
+def test_fsst_segments_warp_decode_matches_cpu():
+    """Long strings (a warp each, 32-byte tiles) among short ones (a thread each), three tables:
+    escapes at a tile's last byte (the literal opens the next tile), runs of escaped 255 across
+    tiles, strings of exactly 31 / 32 / 33 code bytes, empty strings."""
+    rng = np.random.default_rng(43)
+    tpb = 64  # two warps a block
+    tabs = []
+    for k in range(3):
+        nsym = [255, 7, 40][k]
+        syms = [bytes(rng.integers(0, 256, rng.integers(1, 9)).astype(np.uint8)) for _ in range(nsym)]
+        tabs.append((*_table(syms), nsym))
+    crafted = [
+        [0] * 31 + [255, 65] + [1] * 9,  # an escape code as byte 31: its literal is byte 0 of tile 2
+        [255, 255] * 20 + [2],  # escaped 255s across tiles
+        [1] + [255, 255] * 16 + [255, 7, 3],  # the run of 255 starts at byte 1: its pairs straddle the tiles
+        [255] * 62 + [4] * 5,  # 31 escaped 255s, then codes
+        [5] * 31, [5] * 32, [5] * 33, [], [6] * 64 + [255, 0],
+    ]
+    strings, nsyms, bounds = [], [], [0]
+    for _k, (_s, _l, nsym) in enumerate(tabs):
+        for c in crafted:
+            strings.append([x if x == 255 else x % nsym for x in c])
+        for _ in range(tpb + 7):  # more than a block: a second block of the segment
+            n = int(rng.choice([0, 1, 3, 10, 31, 40, 90, 200], p=[0.05, 0.1, 0.3, 0.3, 0.05, 0.1, 0.05, 0.05]))
+            strings.append(_codes(rng, n, nsym, float(rng.choice([0.0, 0.1, 0.6]))))
+        bounds.append(len(strings))
+        nsyms.append(nsym)
+    # strings apart in the buffer (gaps of junk), out of order
+    order = rng.permutation(len(strings))
+    buf, starts = [], np.zeros(len(strings), np.int64)
+    for i in order:
+        buf += [int(x) for x in rng.integers(0, 256, int(rng.integers(0, 3)))]
+        starts[i] = len(buf)
+        buf += strings[i]
+    comp = np.array([*buf, 255], np.uint8)  # a trailing escape outside every string
+    lens = np.array([len(x) for x in strings], np.int64)
+    sym = np.stack([t[0] for t in tabs])
+    sl = np.stack([t[1] for t in tabs])
+    segments = np.array(bounds)
+    cpu = ck.fsst_decode_segments(sym, sl, np.array(nsyms), comp, starts, lens, segments)
+    offs, data = _segments_gpu(sym, sl, np.array(nsyms), comp, starts, lens, segments, tpb)
+    np.testing.assert_array_equal(offs, cpu[0])
+    assert bytes(data) == bytes(cpu[1])
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [
+        [0] * 40 + [255],  # a long string ending in an escape
+        [0] * 31 + [255],  # ... at the end of its first tile
+        [0] * 33 + [255, 255, 255],  # ... after an escaped 255
+        [0] * 35 + [9] + [0] * 10,  # a code beyond the table
+        [9] + [0] * 40 + [255],  # both: the code beyond the table is what the CPU meets first
+    ],
+)
+def test_fsst_segments_warp_corrupt(codes):
+    """Corrupt long strings raise as the CPU decode does (same error)."""
+    sym, sl = _table([b"ab", b"c"])
+    comp = np.array([0, 1, *codes], np.uint8)
+    starts, lens = np.array([0, 2]), np.array([2, len(codes)])
+    with pytest.raises(CorruptInputError) as cpu:
+        ck.fsst_decode_segments(sym[None], sl[None], np.array([2]), comp, starts, lens, np.array([0, 2]))
+    with pytest.raises(CorruptInputError) as gpu:
+        _segments_gpu(sym[None], sl[None], np.array([2]), comp, starts, lens, np.array([0, 2]), 64)
+    assert gpu.value.code == cpu.value.code
+
+
+def test_fsst_segments_warp_output_room():
+    """Out offsets that leave a long string too little room: no byte is written past its end
+    (nor before its start: the output a view 3 bytes into an allocation, its first whole word
+    at byte 5; the string from byte 1 of it)."""
+    sym, sl = _table([b"abcdefgh"])
+    tables, at, _nsym = ck.pack_tables(sym[None], sl[None], np.array([1]))
+    comp = np.zeros(40, np.uint8)
+    whole = _device.to_device(np.full(403, 7, np.uint8))
+    offs = np.array([1, 101], np.int64)  # 320 bytes decoded, room for 100
+    ck.fsst_decode_segments_gpu(tables, at, comp, np.array([0]), np.array([40]), np.array([0, 1]), offs, whole[3:],
+                                threads_per_block=32)
+    got = bytes(h(whole))
+    assert got[4:104] == (b"abcdefgh" * 13)[:100] and got[:4] == bytes([7] * 4) and got[104:] == bytes([7] * 299)
+
+
 # ------------------------------------------------------------------ rle / gather / compact
 
 
