@@ -1146,10 +1146,13 @@ BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, f
 # staged as one range: fewer slab items, the same copies).
 BUDGET_LAUNCHES = 30
 # Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
-# device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
-# and the levels' entry / null counts read with the error flags of every launch before them
-# (one copy; the launches after it, if any, are read at the unit's end).
-BUDGET_D2H = 3
+# device (:mod:`lance_gpu.gpu.headers`), and the levels' entry / null counts read with the
+# string columns' spans and the error flags of every launch before them (one copy; the
+# launches after it, if any, are read at the unit's end).  3 before the readbacks branch, whose
+# string bytes are sized from a bound known on the host (``decode._var_bound``: the pages'
+# bytes, FSST strings' 8 per code byte, dictionary pages' longest items), not from the
+# variable-width total read back.
+BUDGET_D2H = 2
 # Uploads (pinned, asynchronous): the staged bytes (the pre-pass's chunk table with them), the
 # unit's work table (every page work item, one copy), and the descriptors the kernels derive
 # per launch: 43 as 2 fragments, 25 as 16.
@@ -1266,11 +1269,12 @@ def test_dictionary_pass_tables_decode_as_pylance(root, version, monkeypatch):
 # tests/gpu/gpu_datasets.list_table): every list page's chunk headers parsed by the device
 # pre-pass (none on the host).  Measured: 19 launches / 3 blocking copies as 2 fragments,
 # 32 / 3 as 16 (the pre-pass: one launch and one copy each; parsed on the host, 18 / 2 and
-# 31 / 2).  Launches are not compared across the splits: pylance picks RLE for some pages of
-# the 16 small fragments (its gather, expand and scatter launches), an encoding, not a
+# 31 / 2); 19 / 2 and 32 / 2 since the readbacks branch (no variable-width total read back).
+# Launches are not compared across the splits: pylance picks RLE for some pages of the 16
+# small fragments (its gather, expand and scatter launches), an encoding, not a
 # per-fragment cost.
 LIST_BUDGET_LAUNCHES = 32
-LIST_BUDGET_D2H = 3
+LIST_BUDGET_D2H = 2
 # to_cudf of the same table (lists' and their items' masks, a struct holding a list): the
 # read, and combining's zeroed arena, 2 batched copies, 2 offsets rebases, one bitmask pack
 # (every layer's validity words of a unit are one allocation since the bitmask2 branch:
@@ -1278,9 +1282,10 @@ LIST_BUDGET_D2H = 3
 # 2 fragments, 40 / 5 as 16 (the RLE pages' launches, as above); 25 / 38 since the arena
 # branch (values and string bytes viewed where the decode wrote them: no batched copy).
 # 19 / 3 and 32 / 3 since the structmask branch (every mask and offsets the unravel's and
-# the decode's: combining launches nothing and reads nothing back).
+# the decode's: combining launches nothing and reads nothing back); 19 / 2 and 32 / 2 since
+# the readbacks branch (the read's, above).
 LIST_CUDF_LAUNCHES = 32
-LIST_CUDF_D2H = 3
+LIST_CUDF_D2H = 2
 
 
 @pytest.fixture(scope="module")
@@ -1323,9 +1328,11 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
 # struct of a nullable int): no list leaf, so the level unravel makes no flags launch and no
 # scan, only its result's zeroing and one launch of 32-level words.  Measured (gpulevels
 # branch): 32 launches / 4 blocking copies as 2 fragments (a fixed-width dictionary copy
-# sizes itself with a readback there), 26 / 3 as 16; before it, 34 / 28 launches.
+# sizes itself with a readback there), 26 / 3 as 16; before it, 34 / 28 launches.  32 / 2 and
+# 26 / 2 since the readbacks branch (that copy's total known on the host, and no
+# variable-width total read back: the pre-pass's copy and the unravel's).
 FLAT_BUDGET_LAUNCHES = 32
-FLAT_BUDGET_D2H = 4
+FLAT_BUDGET_D2H = 2
 
 
 @pytest.fixture(scope="module")
@@ -1354,6 +1361,43 @@ def test_flat_nullable_read_budget_unravels_without_flags_or_scan(flat_budget_da
                 if isinstance(col, DeviceColumn) and col._nulls is not None:
                     want = 0 if col.validity is None else int((~h(col.validity.bytes()).astype(bool)).sum())
                     assert col._nulls == want, (nfrag, name, col._nulls, want)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts copies at the CUDA simulator's API")
+def test_string_bytes_sized_from_the_host_bound(budget_datasets, flat_budget_datasets, monkeypatch):
+    """A unit's string bytes are sized from the bound the host knows (``decode._var_bound``:
+    the pages' bytes, 8 bytes per FSST code byte, each dictionary page's values times its
+    longest item), its total not read back: 2 blocking copies for the mixed table (plain and
+    FSST strings) and the flat one (dictionary and FSST strings).  Where the bound passes the
+    pages' bytes by more than ``VAR_BOUND_SLACK`` (0 here) the total is read back: one copy
+    more, the same rows.  A bound short of the bytes (what a corrupt file's spans would
+    make) raises CorruptFileError: no row is returned."""
+    from lance_gpu.gpu import decode
+
+    uris = {"mixed": budget_datasets[2], "flat": flat_budget_datasets[2]}
+    bounds: list[int | None] = []
+    real = decode._var_bound
+
+    def spied(unit, leaves):
+        bounds.append(real(unit, leaves))
+        return bounds[-1]
+
+    monkeypatch.setattr(decode, "_var_bound", spied)
+    for what, uri in uris.items():
+        bounds.clear()
+        _b, c = _counted_read(uri, f"{what}: string bytes from the host bound")
+        assert bounds and all(b is not None for b in bounds) and c.get("d2h_blocking", 0) == 2, (what, bounds, c)
+    slack = decode.VAR_BOUND_SLACK
+    monkeypatch.setattr(decode, "VAR_BOUND_SLACK", 0)  # FSST and dictionary strings: past the slack
+    for what, uri in uris.items():
+        bounds.clear()
+        _b, c = _counted_read(uri, f"{what}: string bytes from the total read back")
+        assert None in bounds and c.get("d2h_blocking", 0) == 3, (what, bounds, c)
+    monkeypatch.setattr(decode, "VAR_BOUND_SLACK", slack)
+    monkeypatch.setattr(decode, "_var_bound", lambda unit, leaves: None if real(unit, leaves) is None else 1)
+    for uri in uris.values():
+        with pytest.raises(CorruptFileError, match="device decode"):
+            lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
 
 
 # Property tests take a few examples in the default run and more with the slow cases.
