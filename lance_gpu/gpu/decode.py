@@ -15,9 +15,14 @@ Order (each step one launch, or one per word size / destination, and skipped whe
 6. ``dictionary spans`` then one ``copy`` of the fixed-width dictionary values;
 7. ``remap`` of definition levels where a column's pages describe their layers differently;
 8. variable width: lengths (span lengths, FSST lengths pass over every FSST page with its own
-   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass (into a read's
-   bytes arena: each column's ends read back with the scan's total, one rebase of the
-   offsets to the arena first, :class:`BytesInto`).
+   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass: into a buffer
+   of the unit's own sized from a bound known on the host (:func:`_var_bound`: the scan's
+   total not read back; past :data:`VAR_BOUND_SLACK`, read back), or into a read's bytes
+   arena (each column's ends read back with the scan's total, one rebase of the offsets to
+   the arena first, :class:`BytesInto`).
+
+So a unit reads back twice: the pre-pass's chunk tables, and (:mod:`.assemble`) the level
+unravel's counts with every launch's error flags and each string column's span.
 
 The result is four device buffers shared by every column of the unit: fixed-width values,
 levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.  (A
