@@ -1598,7 +1598,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # measured as 2 fragments (28 as 16, 29 as one): the read's, and 3-5 combining launches (7
 # before the arena branch: values copied, every mask packed)
 CUDF_LAUNCHES = 32  # 35 before the offsets32 branch (strings' and lists' offsets and the list's mask: the decode's, no rebase or pack launch)
-CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
+CUDF_D2H = 3  # the decode's two (three before the readbacks branch: the string total), and the combining launches' error flags
 CUDF_H2D = 41  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own; 44 before offsets32: the string check's descriptors had three uploads; 40-41 measured)
 
 
@@ -1694,8 +1694,10 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
 # the arena branch (values viewed; the flat columns' masks are the unravel's words: the pack
 # and the AND are the struct's and its child's only).  34 / 5 and 28 / 4 since the structmask
 # branch (the struct's mask and its child's are the unravel's words too: no pack, no AND).
+# 3 / 3 blocking copies since the readbacks branch (the read's two: no string total, no
+# fixed-width dictionary total; and combining's null counters).
 FLAT_CUDF_LAUNCHES = 34
-FLAT_CUDF_D2H = 5
+FLAT_CUDF_D2H = 3
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
