@@ -395,7 +395,10 @@ def _copy_kernel(src, src_starts, dst, dst_starts, prefix, nranges, total, per_t
     t = cuda.grid(1)
     tile = WARP * per_thread
     lo = np.int64(t // WARP) * tile
-    total = min(total, np.int64(prefix[nranges]))  # ``total`` may be a bound (see copy_ranges_gpu)
+    real = np.int64(prefix[nranges])
+    if real > total and t == 0:  # ``total`` is a bound (see copy_ranges_gpu): ranges past it are not copied
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+    total = min(total, real)
     if lo >= total:
         return
     hi = min(lo + tile, total)
@@ -596,7 +599,8 @@ def copy_ranges_gpu(src, src_starts, lengths, dst, dst_starts, *, max_total=None
     ``src`` / ``dst`` are device arrays of any dtype (addressed in bytes); the range
     descriptors may be host or device integer arrays.  With device ``lengths``, their total
     is read back to size the launch unless ``max_total`` bounds it (nothing is read back
-    then; threads past the real total do nothing).  Returns ``dst``.
+    then; threads past the real total do nothing, and a real total past the bound flags
+    ``ERR_OUT_OF_BOUNDS``: its ranges past the bound are not copied).  Returns ``dst``.
     """
     d_src = _as_bytes_device(src)
     d_dst = _as_bytes_device(dst)

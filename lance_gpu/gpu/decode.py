@@ -15,9 +15,14 @@ Order (each step one launch, or one per word size / destination, and skipped whe
 6. ``dictionary spans`` then one ``copy`` of the fixed-width dictionary values;
 7. ``remap`` of definition levels where a column's pages describe their layers differently;
 8. variable width: lengths (span lengths, FSST lengths pass over every FSST page with its own
-   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass (into a read's
-   bytes arena: each column's ends read back with the scan's total, one rebase of the
-   offsets to the arena first, :class:`BytesInto`).
+   symbol table), one scan, one ``copy`` of plain bytes, one FSST decode pass: into a buffer
+   of the unit's own sized from a bound known on the host (:func:`_var_bound`: the scan's
+   total not read back; past :data:`VAR_BOUND_SLACK`, read back), or into a read's bytes
+   arena (each column's ends read back with the scan's total, one rebase of the offsets to
+   the arena first, :class:`BytesInto`).
+
+So a unit reads back twice: the pre-pass's chunk tables, and (:mod:`.assemble`) the level
+unravel's counts with every launch's error flags and each string column's span.
 
 The result is four device buffers shared by every column of the unit: fixed-width values,
 levels, variable-width offsets and bytes; :mod:`.assemble` cuts columns out of them.  (A
@@ -43,10 +48,17 @@ from lance_gpu.file.encodings.variable import decode_kernels as variable_kernels
 from lance_gpu.file.v2_1 import fullzip_kernels
 from lance_gpu.gpu import _array, headers, worktable
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.plan import _DESTS, UnitPlan, work_lists
+from lance_gpu.gpu.plan import _DESTS, LeafPlan, UnitPlan, work_lists
 
 _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
+
+#: the bytes a unit's variable-width buffer may be given past its leaves' pages' bytes (FSST
+#: strings: up to 8 bytes per compressed byte; dictionary strings: each value its
+#: dictionary's longest item) where the decode sizes it from the host's bound instead of
+#: reading the scan's total back (:func:`_var_bound`); a unit whose bound passes it reads
+#: the total back and allocates that (a large unit's one more readback is amortised)
+VAR_BOUND_SLACK = 32 << 20
 
 #: the most bytes a variable-width column's offsets hold as int32 (cuDF's strings; beyond it
 #: cuDF's large strings take int64); a unit whose variable-width bytes exceed it writes no
@@ -176,7 +188,8 @@ class BytesInto:
 
 
 def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int]] = (), fixed: DeviceArray | None = None,
-                offsets_into: OffsetsInto | None = None, bytes_into: BytesInto | None = None) -> UnitBuffers:
+                offsets_into: OffsetsInto | None = None, bytes_into: BytesInto | None = None,
+                var_leaves: Sequence[LeafPlan] | None = None) -> UnitBuffers:
     """Decode every page of the unit (see the module docstring) from ``arena``, its staged
     bytes (staged here when None); raises ``cuda_kernels.CorruptInputError`` when a kernel
     flags corrupt input.  Every page work item of the unit goes up first, as one work table
@@ -190,7 +203,12 @@ def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int
     read's offsets arena at the unit's rows, shifted by the bytes of the earlier units
     (:data:`OffsetsInto`), where they fit int32.  ``bytes_into``: the read's bytes arena the
     unit's variable-width bytes go to (:class:`BytesInto`), where its columns tile its slots;
-    then :attr:`UnitBuffers.var_offsets` are bytes of that arena, ``var_bytes`` the arena."""
+    then :attr:`UnitBuffers.var_offsets` are bytes of that arena, ``var_bytes`` the arena.
+    ``var_leaves``: the unit's variable-width leaves, whose pages' buffers their plain
+    values' spans and FSST strings lie in: the unit's own bytes buffer is then sized from
+    the host's bound (:func:`_var_bound`) and the scan's total is not read back
+    (``var_bytes`` may be longer than the values: each column's span says where they are);
+    None: the total read back."""
     if arena is None:
         headers.stage(unit)
         arena = unit.stage.upload()
@@ -198,11 +216,52 @@ def decode_unit(unit: UnitPlan, arena=None, var_columns: Sequence[tuple[int, int
     headers.parse_and_emit(unit, arena)  # the chunk headers parsed on the device, their work emitted
     host, scans = worktable.pack(work_lists(unit))
     with _device.work_table(host, scans):
-        return _decode_pages(unit, arena, var_columns, fixed, offsets_into, bytes_into)
+        return _decode_pages(unit, arena, var_columns, fixed, offsets_into, bytes_into,
+                             None if var_leaves is None else _var_bound(unit, var_leaves))
+
+
+def _var_bound(unit: UnitPlan, leaves: Sequence[LeafPlan]) -> int | None:
+    """An upper bound of the unit's variable-width bytes known on the host, or None (read
+    the total back): the buffer bytes of the pages of its variable-width ``leaves`` (plain
+    values' spans lie in them without overlap, and so do FSST strings), 7 more bytes per
+    buffer byte of its FSST pages (a code byte decodes to at most 8 bytes; the pages are
+    the rows of each leaf's table keyed in ``unit.fsst_tables``: every FSST segment's), the
+    constant pages' values (exact: values times the value's length) and the dictionary
+    pages' (:attr:`UnitPlan.var_dictionary_bytes`).
+    None where a variable-width dictionary page's values were not counted there, where the
+    bound passes its pages' bytes by more than :data:`VAR_BOUND_SLACK`, or where it passes
+    :data:`OFFSETS32_MAX` (cuDF's int32 offsets are decided from the bound)."""
+    counted = 0
+    for lst in unit.dictionary.values():
+        a = lst.arrays()
+        counted += int(a["count"][a["width"] == 0].sum())
+    if counted != unit.var_dictionary_values:
+        return None
+    pages = sum(leaf.page_bytes for leaf in leaves)
+    fsst_rows: dict[object, list[int]] = {}
+    for key in unit.fsst_tables:  # (id(leaf), row of its table): every page with a symbol table staged
+        if not isinstance(key, tuple):
+            return None
+        fsst_rows.setdefault(key[0], []).append(int(key[1]))
+    fsst = 0
+    for leaf in leaves:
+        rows = fsst_rows.pop(id(leaf), None)
+        if rows is not None:
+            if leaf.table is None:
+                return None
+            fsst += int(leaf.table.sizes[rows].sum())
+    if fsst_rows:  # (a page of a leaf not given: not bounded here)
+        return None
+    extra = 7 * fsst + unit.var_dictionary_bytes
+    bound = pages + extra + sum(n * ln for _s, n, _st, ln in unit.fill_slots)
+    if extra > VAR_BOUND_SLACK or bound > OFFSETS32_MAX:
+        return None
+    return int(bound)
 
 
 def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]], fixed: DeviceArray | None,
-                  offsets_into: OffsetsInto | None = None, bytes_into: BytesInto | None = None) -> UnitBuffers:
+                  offsets_into: OffsetsInto | None = None, bytes_into: BytesInto | None = None,
+                  var_bound: int | None = None) -> UnitBuffers:
     if fixed is None:
         fixed = _array.empty(max(unit.fixed_size, 64), np.uint8)
     levels = _array.empty(max(unit.level_size, 32), np.uint16)
@@ -269,8 +328,8 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]],
         widths = a["width"]
         _fill(flen.view(np.uint8), _width_fill(a["count"], widths))
         dictionary_kernels.dictionary_spans(index[bits], a, arena, fsrc, fdst, src_start, src_len)
-        if np.any(widths > 0):
-            ck.copy_ranges_gpu(arena, fsrc[:n], flen[:n], fixed, fdst[:n])
+        if np.any(widths > 0):  # (the copy's total known here: nothing read back)
+            ck.copy_ranges_gpu(arena, fsrc[:n], flen[:n], fixed, fdst[:n], max_total=int((a["count"] * widths).sum()))
 
     # 7. definition levels re-numbered to the column's layers
     for pos, n, table in unit.remap:
@@ -280,9 +339,10 @@ def _decode_pages(unit: UnitPlan, arena, var_columns: Sequence[tuple[int, int]],
 
     # 8. variable-width values, then their validation (offsets in order and in bounds,
     #    UTF-8 for string columns)
-    var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len, bytes_into)
+    var_offsets, var_bytes, n_bytes = _variable(arena, unit, src_start, src_len, bytes_into, var_bound)
+    sized = bytes_into is not None or (var_bound is not None and unit.nslots > 0)  # (n_bytes a bound)
     cudf = _check_variable(unit, var_offsets, var_bytes, n_bytes, var_columns, offsets_into,
-                           bound=int(var_bytes.shape[0]) if bytes_into is not None else None)
+                           bound=int(var_bytes.shape[0]) if sized else None)
     return UnitBuffers(fixed, levels, var_offsets, var_bytes, cudf)
 
 
@@ -415,10 +475,14 @@ def _run_rle(arena, vbits: int, lst, dest) -> None:
             ck.copy_ranges_gpu(expanded, first[sel] * vb, a["count"][sel] * vb, dest(name), a["dst"][sel])
 
 
-def _variable(arena, unit: UnitPlan, src_start, src_len, into: BytesInto | None = None):
+def _variable(arena, unit: UnitPlan, src_start, src_len, into: BytesInto | None = None, bound: int | None = None):
     """Lengths, one scan, then the plain bytes and the FSST strings of every slot: into a
     buffer of the unit's own, or with ``into`` into the read's bytes arena (the offsets then
-    bytes of it: :class:`BytesInto`).  Returns ``(offsets, bytes, the unit's bytes)``."""
+    bytes of it: :class:`BytesInto`).  A buffer of the unit's own is ``bound`` bytes where
+    the host bounds them (:func:`_var_bound`; the scan's total not read back: a total past
+    the bound is corrupt input, flagged by the copy, the FSST decode and the offsets check
+    and raised with the unit's other flags), else the total read back.  Returns ``(offsets,
+    bytes, the unit's bytes or their bound)``."""
     n = unit.nslots
     if not n:
         if into is None:
@@ -437,7 +501,10 @@ def _variable(arena, unit: UnitPlan, src_start, src_len, into: BytesInto | None 
         ends = into.ends() if into is not None else []
         _fill(both.view(np.uint8), [(8 * (n + lo), 8 * (hi - lo), bytes(8)) for lo, hi, *_ in unit.fsst]
               + [(8 * (h + e), 8, bytes(8)) for e in ends for h in (0, n)])
-    if into is None:
+    if into is None and bound is not None:
+        offsets, total = _device.exclusive_scan_device(out_len), bound
+        data = _array.empty(max(total, 1), np.uint8)
+    elif into is None:
         offsets, total = _device.exclusive_scan(out_len)
         data = _array.empty(max(total, 1), np.uint8)
     elif into.bounded(unit):

@@ -422,6 +422,12 @@ class UnitPlan:
         self.invisible_size = 0
         # dictionary spans, per index word bits
         self.dictionary: dict[int, _Lists] = {}
+        #: the variable-width dictionary pages' values and an upper bound of their bytes
+        #: (each page's values times its dictionary's longest item, known where the host
+        #: decodes the dictionary): what the decode sizes their bytes from instead of reading
+        #: the total back (``decode._var_bound``, which checks every such value was counted)
+        self.var_dictionary_values = 0
+        self.var_dictionary_bytes = 0
         # remap of definition levels: (level position, count, table)
         self.remap: list[tuple[int, int, np.ndarray]] = []
         # fsst segments: (first slot, end slot, arena byte of its symbol table, n_symbols)
@@ -471,6 +477,13 @@ class UnitPlan:
         pos = self.nslots
         self.nslots += n
         return pos
+
+    def count_var_dictionary(self, values: int, offsets: np.ndarray) -> None:
+        """Count ``values`` values of a variable-width dictionary page whose dictionary's
+        items have the (host, int64) ``offsets`` (:attr:`var_dictionary_bytes`)."""
+        longest = int(np.diff(offsets).max()) if offsets.size > 1 else 0
+        self.var_dictionary_values += int(values)
+        self.var_dictionary_bytes += int(values) * max(longest, 0)
 
     def dictionary_rows(self, bits: int) -> _Lists:
         """The dictionary work rows of ``bits``-bit indices (:data:`DICTIONARY_COLUMNS`)."""
@@ -2124,6 +2137,7 @@ def _stage_one_dictionary(unit: UnitPlan, leaf: LeafPlan, mb, buf: np.ndarray, n
     ipos = unit.alloc_index(bits, n)
     items_pos = unit.stage.add_bytes(items)
     if offsets is not None:
+        unit.count_var_dictionary(n, offsets[: nitems + 1])
         row = (ipos, n, items_pos, nitems, 0, unit.stage.add_bytes(offsets), _value_dst(leaf, vpos))
     else:
         row = (ipos, n, items_pos, nitems, leaf.width, 0, _value_dst(leaf, vpos))
@@ -2159,6 +2173,9 @@ def _dictionaries_together(unit: UnitPlan, leaf: LeafPlan, layouts: list, bufs: 
         offsets_at = got.first_offset
         width = leaf.width
     nitems = got.nitems
+    if got.offsets is not None:
+        for k, first in enumerate(got.first_offset.tolist()):
+            unit.count_var_dictionary(nvalues[k], got.offsets[first : first + int(nitems[k]) + 1])
     out = []
     for k, mb in enumerate(layouts):
         bits = dictionary_plan.index_form(mb.value_compression)[0]

@@ -577,7 +577,8 @@ def _decode(items: list[tuple[int, FieldPlan]], staged: _Staged | None = None, f
     # every launch's corruption flag is read back once, at the end of the unit
     with deferred_errors():
         with _array.nvtx_range("lance_gpu.decode"):
-            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets, chars)
+            var_leaves = [leaf for _k, fp in items for leaf in fp.leaves if leaf.kind == "var"]
+            bufs = decode_unit(staged.unit, staged.arena, _var_columns(items), fixed, offsets, chars, var_leaves)
         with _array.nvtx_range("lance_gpu.assemble"):
             return build_fields([fp for _k, fp in items], bufs, masks, lists)
 

@@ -1181,10 +1181,13 @@ BUDGET_COLUMNS = ["id", "i32n", "f64", "b", "s", "emb", "li", "long"]  # ints, f
 # scatter launch gathers what it reads back: no zeroing / gather launch.
 BUDGET_LAUNCHES = 29
 # Blocking copies back to the host per read (one unit here): the chunk headers parsed on the
-# device (:mod:`lance_gpu.gpu.headers`), the variable-width total (it sizes the string bytes),
-# and the levels' entry / null counts read with the error flags of every launch before them
-# (one copy; the launches after it, if any, are read at the unit's end).
-BUDGET_D2H = 3
+# device (:mod:`lance_gpu.gpu.headers`), and the levels' entry / null counts read with the
+# string columns' spans and the error flags of every launch before them (one copy; the
+# launches after it, if any, are read at the unit's end).  3 before the readbacks branch, whose
+# string bytes are sized from a bound known on the host (``decode._var_bound``: the pages'
+# bytes, FSST strings' 8 per code byte, dictionary pages' longest items), not from the
+# variable-width total read back.
+BUDGET_D2H = 2
 # Uploads (pinned, asynchronous): the staged bytes (the pre-pass's chunk table with them), the
 # unit's work table (every page work item, one copy), and the descriptors the kernels derive
 # per launch: 43 as 2 fragments, 25 as 16.
@@ -1304,9 +1307,10 @@ def test_dictionary_pass_tables_decode_as_pylance(root, version, monkeypatch):
 # 31 / 2).  Launches are not compared across the splits: pylance picks RLE for some pages of
 # the 16 small fragments (its gather, expand and scatter launches), an encoding, not a
 # per-fragment cost.  18 / 31 since the levelsvalue branch (the unravel's zeroing / gather
-# launch folded into its scatter).
+# launch folded into its scatter); 2 / 2 blocking copies since the readbacks branch (no
+# variable-width total read back).
 LIST_BUDGET_LAUNCHES = 31
-LIST_BUDGET_D2H = 3
+LIST_BUDGET_D2H = 2
 # to_cudf of the same table (lists' and their items' masks, a struct holding a list): the
 # read, and combining's zeroed arena, 2 batched copies, 2 offsets rebases, one bitmask pack
 # (every layer's validity words of a unit are one allocation since the bitmask2 branch:
@@ -1315,9 +1319,10 @@ LIST_BUDGET_D2H = 3
 # branch (values and string bytes viewed where the decode wrote them: no batched copy).
 # 19 / 3 and 32 / 3 since the structmask branch (every mask and offsets the unravel's and
 # the decode's: combining launches nothing and reads nothing back).  18 / 31 since the
-# levelsvalue branch (no zeroing / gather launch in the unravel), the read's alike.
+# levelsvalue branch (no zeroing / gather launch in the unravel), the read's alike; 2 / 2
+# blocking copies since the readbacks branch (the read's, above).
 LIST_CUDF_LAUNCHES = 31
-LIST_CUDF_D2H = 3
+LIST_CUDF_D2H = 2
 
 
 @pytest.fixture(scope="module")
@@ -1364,9 +1369,10 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
 # sizes itself with a readback there), 26 / 3 as 16; before it, 34 / 28 launches.  31 / 25
 # since the levelsvalue branch: the unravel of flat leaves is one launch (each validity word
 # written whole by one thread, nothing zeroed, what it reads back gathered by its last
-# threads).
+# threads).  2 / 2 blocking copies since the readbacks branch (that copy's total known on
+# the host, and no variable-width total read back: the pre-pass's copy and the unravel's).
 FLAT_BUDGET_LAUNCHES = 31
-FLAT_BUDGET_D2H = 4
+FLAT_BUDGET_D2H = 2
 
 
 @pytest.fixture(scope="module")
@@ -1396,6 +1402,43 @@ def test_flat_nullable_read_budget_unravels_without_flags_or_scan(flat_budget_da
                 if isinstance(col, DeviceColumn) and col._nulls is not None:
                     want = 0 if col.validity is None else int((~h(col.validity.bytes()).astype(bool)).sum())
                     assert col._nulls == want, (nfrag, name, col._nulls, want)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="counts copies at the CUDA simulator's API")
+def test_string_bytes_sized_from_the_host_bound(budget_datasets, flat_budget_datasets, monkeypatch):
+    """A unit's string bytes are sized from the bound the host knows (``decode._var_bound``:
+    the pages' bytes, 8 bytes per FSST code byte, each dictionary page's values times its
+    longest item), its total not read back: 2 blocking copies for the mixed table (plain and
+    FSST strings) and the flat one (dictionary and FSST strings).  Where the bound passes the
+    pages' bytes by more than ``VAR_BOUND_SLACK`` (0 here) the total is read back: one copy
+    more, the same rows.  A bound short of the bytes (what a corrupt file's spans would
+    make) raises CorruptFileError: no row is returned."""
+    from lance_gpu.gpu import decode
+
+    uris = {"mixed": budget_datasets[2], "flat": flat_budget_datasets[2]}
+    bounds: list[int | None] = []
+    real = decode._var_bound
+
+    def spied(unit, leaves):
+        bounds.append(real(unit, leaves))
+        return bounds[-1]
+
+    monkeypatch.setattr(decode, "_var_bound", spied)
+    for what, uri in uris.items():
+        bounds.clear()
+        _b, c = _counted_read(uri, f"{what}: string bytes from the host bound")
+        assert bounds and all(b is not None for b in bounds) and c.get("d2h_blocking", 0) == 2, (what, bounds, c)
+    slack = decode.VAR_BOUND_SLACK
+    monkeypatch.setattr(decode, "VAR_BOUND_SLACK", 0)  # FSST and dictionary strings: past the slack
+    for what, uri in uris.items():
+        bounds.clear()
+        _b, c = _counted_read(uri, f"{what}: string bytes from the total read back")
+        assert None in bounds and c.get("d2h_blocking", 0) == 3, (what, bounds, c)
+    monkeypatch.setattr(decode, "VAR_BOUND_SLACK", slack)
+    monkeypatch.setattr(decode, "_var_bound", lambda unit, leaves: None if real(unit, leaves) is None else 1)
+    for uri in uris.values():
+        with pytest.raises(CorruptFileError, match="device decode"):
+            lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
 
 
 # Property tests take a few examples in the default run and more with the slow cases.
@@ -1596,7 +1639,7 @@ def _assert_spans_and_null_counts(table: DeviceTable) -> None:
 # measured as 2 fragments (28 as 16, 29 as one): the read's, and 3-5 combining launches (7
 # before the arena branch: values copied, every mask packed)
 CUDF_LAUNCHES = 31  # 35 before the offsets32 branch (strings' and lists' offsets and the list's mask: the decode's, no rebase or pack launch); 32 / 25 before the levelsvalue branch (the unravel's zeroing / gather launch)
-CUDF_D2H = 4  # the decode's three, and the combining launches' error flags
+CUDF_D2H = 3  # the decode's two (three before the readbacks branch: the string total), and the combining launches' error flags
 CUDF_H2D = 41  # the read's, and the combining work table (45 / 27 before the bitmask branch: the pack's prefix had an upload of its own; 44 before offsets32: the string check's descriptors had three uploads; 40-41 measured)
 
 
@@ -1692,9 +1735,11 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
 # the arena branch (values viewed; the flat columns' masks are the unravel's words: the pack
 # and the AND are the struct's and its child's only).  34 / 5 and 28 / 4 since the structmask
 # branch (the struct's mask and its child's are the unravel's words too: no pack, no AND).
-# 33 / 27 since the levelsvalue branch (the unravel of flat leaves: one launch).
+# 33 / 27 since the levelsvalue branch (the unravel of flat leaves: one launch); 3 / 3
+# blocking copies since the readbacks branch (the read's two: no string total, no
+# fixed-width dictionary total; and combining's null counters).
 FLAT_CUDF_LAUNCHES = 33
-FLAT_CUDF_D2H = 5
+FLAT_CUDF_D2H = 3
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")

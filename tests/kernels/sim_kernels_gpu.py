@@ -312,7 +312,8 @@ def test_copy_ranges_gpu_matches_cpu_at_edges(kind, bytes_per_thread):
     """The warp-tiled copy (whole destination words stored wide, lanes on consecutive words,
     a lane per range where ranges are short) against the CPU driver and numpy: empty ranges,
     one byte, every start and end offset within a word, ranges across 16-byte boundaries and
-    at both ends of both arrays, many ranges, in order (strings) and permuted, unaligned arrays."""
+    at both ends of both arrays, many ranges, in order (strings) and permuted, unaligned arrays;
+    device lengths under a bound (``max_total``), and a bound short of their total refused."""
     rng = np.random.default_rng(len(kind) * 7 + (bytes_per_thread or 0))
     for trial in range(3):
         nsrc = int(rng.integers(200, 2500))
@@ -344,6 +345,10 @@ def test_copy_ranges_gpu_matches_cpu_at_edges(kind, bytes_per_thread):
         ck.copy_ranges_gpu(src, _device.to_device(ss), _device.to_device(ln), dst, _device.to_device(dd),
                            max_total=int(ln.sum()) + 40, bytes_per_thread=bytes_per_thread)
         np.testing.assert_array_equal(h(dst), want, err_msg=f"{kind} trial {trial} (max_total)")
+        if int(ln.sum()):  # a bound short of the real total: corrupt input, not a silent short copy
+            with pytest.raises(CorruptInputError):
+                ck.copy_ranges_gpu(src, _device.to_device(ss), _device.to_device(ln), dst, _device.to_device(dd),
+                                   max_total=int(ln.sum()) - 1, bytes_per_thread=bytes_per_thread)
 
 
 @pytest.mark.parametrize("bytes_per_thread", [1, 3, None])
