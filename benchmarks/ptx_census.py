@@ -58,10 +58,17 @@ def _width_bytes(kind: str) -> int:
     return vec * int(kind[1:]) // 8
 
 
+def _returns(lines: list[str], i: int) -> bool:
+    """Whether the block at label line ``i`` is a bare ``ret`` (a branch back to it is an
+    early exit, not a loop)."""
+    nxt = next((ln.strip() for ln in lines[i + 1 :] if ln.strip()), "")
+    return nxt == "ret;"
+
+
 def innermost_loops(lines: list[str]) -> list[tuple[int, int]]:
     """``(first, last)`` line ranges of the innermost loops: a label and the last backward
-    branch to it, containing no other such range."""
-    labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
+    branch to it, containing no other such range (branches to a bare ``ret`` are exits)."""
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line)) and not _returns(lines, i)}
     loops: dict[str, tuple[int, int]] = {}
     for j, line in enumerate(lines):
         m = _BRA.search(line)

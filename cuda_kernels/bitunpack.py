@@ -355,12 +355,14 @@ def _fl_unpack_rows(words, base, t, lanes, w, row0, nrows, lane, out, d, cnt):
     ``out[d + p]`` where ``p < cnt`` (GPU; the width at run time).
 
     Streamed: the lane's words are loaded one after the other, each once (``w`` loads for
-    the whole lane, where :func:`_fl_unpack_value` loads one or two words per row), the
-    current one held in a register with ``sh``, the bits its earlier rows took (a word is
-    loaded when a value needs it, never past the lane's last).  Rows go by groups of 8, the
-    rows of a group ``128`` positions apart (:func:`_fl_position`).  All arithmetic but the
-    word and output positions (64-bit bases plus 32-bit offsets: unsigned, no
-    negative-index fix-up) is 32-bit.
+    the whole lane, where :func:`_fl_unpack_value` loads one or two words per row), and only
+    when a value needs them (never past the lane's last).  Words of up to 32 bits go through
+    a 64-bit window of the lane's next ``avail`` bits: a value is its low ``w`` bits, then
+    the window shifts down (a word is ORed in above them when fewer than ``w`` are left).
+    64-bit words keep the current word and ``sh``, the bits its earlier rows took.  Rows go
+    by groups of 8, the rows of a group ``128`` positions apart (:func:`_fl_position`).
+    All arithmetic but the word and output positions (64-bit bases plus 32-bit offsets:
+    unsigned, no negative-index fix-up) is 32-bit.
     """
     tt = np.uint32(t)
     ww = np.uint32(w)
@@ -373,24 +375,50 @@ def _fl_unpack_rows(words, base, t, lanes, w, row0, nrows, lane, out, d, cnt):
     mask = _fl_mask(w)
     limit = np.uint32(cnt)  # 0..1024
     cur = np.uint64(words[src])
+    buf = cur >> np.uint64(sh)  # the window (t <= 32)
+    avail = np.uint32(tt - sh)
     for g in range(np.uint32(row0 >> 3), np.uint32((row0 + nrows) >> 3)):
         gpos = np.uint32(_fl_order(g) * 16)
         for j in range(8):
-            if sh >= tt:  # the current word used up: the next one
-                src += step
-                cur = np.uint64(words[src])
-                sh = np.uint32(0)
-            v = cur >> np.uint64(sh)
-            e = np.uint32(sh + ww)
-            if e > tt:  # the value's high bits: the low bits of the next word
-                src += step
-                cur = np.uint64(words[src])
-                v |= cur << np.uint64(tt - sh)
-                e = np.uint32(e - tt)
-            sh = e
+            if t <= 32:
+                if avail < ww:  # the next word above the bits left
+                    src += step
+                    buf |= np.uint64(words[src]) << np.uint64(avail)
+                    avail = np.uint32(avail + tt)
+                v = buf
+                buf >>= np.uint64(ww)
+                avail = np.uint32(avail - ww)
+            else:
+                if sh >= tt:  # the current word used up: the next one
+                    src += step
+                    cur = np.uint64(words[src])
+                    sh = np.uint32(0)
+                v = cur >> np.uint64(sh)
+                e = np.uint32(sh + ww)
+                if e > tt:  # the value's high bits: the low bits of the next word
+                    src += step
+                    cur = np.uint64(words[src])
+                    v |= cur << np.uint64(tt - sh)
+                    e = np.uint32(e - tt)
+                sh = e
             pos = np.uint32(gpos + np.uint32(j * 128))
             if cnt >= 1024 or np.uint32(pos + lane) < limit:  # a constant 1024: no check
                 out[dl + pos] = v & mask
+
+
+@dual(gpu_forceinline=True)
+def _fl_zero_rows(row0, nrows, lane, out, d, cnt):
+    """Zeros at the positions of rows ``row0 .. row0 + nrows`` (multiples of 8) of lane
+    ``lane`` below ``cnt``, at ``out[d:]``: a block of width 0 (GPU; as
+    :func:`_fl_unpack_rows`, 32-bit)."""
+    dl = np.uint64(d) + np.uint32(lane)
+    limit = np.uint32(cnt)
+    for g in range(np.uint32(row0 >> 3), np.uint32((row0 + nrows) >> 3)):
+        gpos = np.uint32(_fl_order(g) * 16)
+        for j in range(8):
+            pos = np.uint32(gpos + np.uint32(j * 128))
+            if np.uint32(pos + lane) < limit:
+                out[dl + pos] = 0
 
 
 #: The widest words whose whole blocks take a width-specialised, unrolled leaf
@@ -528,10 +556,7 @@ def _unpack_scatter_kernel(words, offsets, widths, dst, counts, out, err):
         return
     dd = np.uint64(d)
     if w == 0:
-        for r in range(rows):
-            pos = np.uint32(_fl_position(h * rows + r, lane))
-            if pos < cnt:
-                out[dd + pos] = 0
+        _fl_zero_rows(h * rows, rows, lane, out, dd, cnt)
     elif cnt == 1024:
         _fl_full_block(w, h, words, base, lane, out, dd)  # the leaf of its width
     else:
