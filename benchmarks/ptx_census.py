@@ -14,7 +14,9 @@ counted:
   ``.version`` newer than it knows is lowered to its own: the kernels use nothing newer).
 
 The loops are what a thread executes per byte or word copied, so "instructions per byte" of a
-copy loop is its instruction count over the bytes its loads move.  Usage::
+copy loop is its instruction count over the bytes its loads move.  A second table counts the
+bit unpack's rows of a whole block per word size and width (:func:`leaf_table`): what one
+thread runs for a block of that width, per value stored.  Usage::
 
     python3 benchmarks/ptx_census.py            # a markdown table on stdout
     python3 benchmarks/ptx_census.py --dump DIR # and each kernel's PTX into DIR
@@ -32,8 +34,15 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)  # the real target, not the simulator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cuda_kernels._target import LAZY_CUDA  # noqa: E402 - after the path
+from cuda_kernels.bitunpack import _fl_full_block  # noqa: E402, F401 - the leaf probe's global
+
+cuda = LAZY_CUDA
 
 _MEM = re.compile(r"^\s*(?:@%p\d+\s+)?(ld|st)\.global(?:\.nc)?\.((?:v[24]\.)?[usb](?:8|16|32|64))\b")
 _INT = re.compile(r"^\s*(?:@%p\d+\s+)?(add|sub|mul|mad|shl|shr|and|or|xor|setp\.\w+|selp|min|max|neg|div|rem|cvt\.\w+)\S*\.([usb])(32|64)\b")
@@ -49,10 +58,17 @@ def _width_bytes(kind: str) -> int:
     return vec * int(kind[1:]) // 8
 
 
+def _returns(lines: list[str], i: int) -> bool:
+    """Whether the block at label line ``i`` is a bare ``ret`` (a branch back to it is an
+    early exit, not a loop)."""
+    nxt = next((ln.strip() for ln in lines[i + 1 :] if ln.strip()), "")
+    return nxt == "ret;"
+
+
 def innermost_loops(lines: list[str]) -> list[tuple[int, int]]:
     """``(first, last)`` line ranges of the innermost loops: a label and the last backward
-    branch to it, containing no other such range."""
-    labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
+    branch to it, containing no other such range (branches to a bare ``ret`` are exits)."""
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line)) and not _returns(lines, i)}
     loops: dict[str, tuple[int, int]] = {}
     for j, line in enumerate(lines):
         m = _BRA.search(line)
@@ -114,13 +130,27 @@ def _kernels():
     """``(label, kernel, constants, example arguments)`` of the kernels counted."""
     import numpy as np
 
-    from cuda_kernels import fsst, gather, segments
+    from cuda_kernels import bitunpack, fsst, gather, rle, segments
+    from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
+    from lance_gpu.file.encodings.rle import decode_kernels as rle_kernels
 
     z = np.zeros
     i32, i64, u8 = np.int32, np.int64, np.uint8
-    u64 = np.uint64
+    u32, u64 = np.uint32, np.uint64
     words = (z(1, u64), i64(0), z(1, u64), i64(0))  # segments.word_view of the source and the destination
+    unpack = [
+        (f"bitunpack._unpack_scatter_kernel T={t}", bitunpack._unpack_scatter_kernel, {"T": t},
+         (z(4, dt), z(2, i64), z(2, i64), z(2, i64), z(2, i64), z(9, dt), z(1, i32)))
+        for t, dt in ((8, u8), (16, np.uint16), (32, u32), (64, u64))
+    ]
     return [
+        *unpack,
+        ("rle._expand_kernel", rle._expand_kernel, {}, (z(3, u32), z(4, i64), z(9, u32))),
+        ("rle decode_kernels._rle_chunks_kernel", rle_kernels._rle_chunks_kernel, {},
+         (z(4, u32), z(4, u8), z(4, i64), z(3, i64), z(3, i64), i64(2), i64(4), z(9, u32), z(1, i32))),
+        ("dictionary decode_kernels._dictionary_spans_kernel", dictionary_kernels._dictionary_spans_kernel, {},
+         (z(4, u32), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32))),
+        ("gather._gather_kernel", gather._gather_kernel, {}, (z(3, u32), z(4, u32), z(4, u32), z(1, i32))),
         ("segments._copy_kernel", segments._copy_kernel, {},
          (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), *words)),
         ("segments._fill_kernel", segments._fill_kernel, {},
@@ -137,6 +167,40 @@ def _kernels():
          (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64),
           z(9, u8), z(1, u64), i64(0), z(1, i32))),
     ]
+
+
+def _leaf_probe(words, base, out, d):
+    """One thread's rows of a whole block of width ``W`` (a compile-time constant, so the
+    width switch folds to the one leaf): what the scatter unpack runs per block of that width."""
+    _fl_full_block(W, np.uint32(0), words, base, np.uint32(cuda.threadIdx.x), out, d)  # noqa: F821
+
+
+def leaf_table(compile_ptx, rebind) -> list[str]:
+    """Markdown rows: per word size and width, the instructions, loads and stores of the
+    unpack's per-thread rows of a whole block, and instructions per value stored
+    (straight-line leaves up to ``SPECIALISED_MAX_T`` bits: what runs; above, the generic
+    loop's body, static: the rows' load branches counted whether taken or not)."""
+    import numba
+    import numpy as np
+
+    from cuda_kernels import bitunpack
+
+    rows = ["| words | width | instructions | loads | stores | values per thread | instructions per value | int64 / int32 ops |",
+            "|---|---|---|---|---|---|---|---|"]
+    for t, dt in ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64)):
+        for w in sorted({1, 3, t // 2 + 1, t - 1, t}):
+            example = (np.zeros(4, dt), np.int64(0), np.zeros(4, dt), np.uint64(0))
+            ptx, _ = compile_ptx(rebind(_leaf_probe, "gpu", {"T": t, "W": w}), tuple(numba.typeof(a) for a in example), cc=(9, 0))
+            lines = [ln for ln in ptx.splitlines() if ln.startswith("\t") and not ln.strip().startswith(("//", "."))]
+            body = [ln for ln in lines if not ln.strip().startswith(("ld.param", "ret", "mov.u32 \t%r", "cvta"))]
+            mem = Counter(m.group(1) for ln in body if (m := _MEM.match(ln)))
+            ints = Counter(m.group(3) for ln in body if (m := _INT.match(ln)))
+            values = t if t <= 32 else 32
+            # a loop (wider words): its static count per store, both branches of each row counted
+            loops = "" if t <= bitunpack.SPECIALISED_MAX_T else " (loop, static)"
+            rows.append(f"| {t} | {w} | {len(body)}{loops} | {mem['ld']} | {mem['st']} | {values} | {len(body) / mem['st']:.1f} | "
+                        f"{ints['64']} / {ints['32']} |")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             for lp in c["loops"]
         )
         print(f"| {label} | {registers(ptx) or '?'} | {loads} | {stores} | {loops} |")
+    print()
+    print("\n".join(leaf_table(cuda.compile_ptx, _rebind)))
     return 0
 
 

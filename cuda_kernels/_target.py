@@ -52,6 +52,7 @@ new dispatcher.  CPU drivers are not specialised this way (numba's on-disk
 cache does not hash globals); they specialise on argument types instead.
 """
 
+import inspect
 import threading
 from typing import Any
 
@@ -66,6 +67,8 @@ __all__ = [
     "cpu_driver",
     "GpuKernel",
     "gpu_kernel",
+    "GpuSpecialised",
+    "gpu_specialised",
     "cuda_module",
 ]
 
@@ -116,6 +119,8 @@ def _rebind(pyfunc, target, constants=None):
             glb[name] = cuda_module()
         elif (value is LAZY_NUMBA or value is prange) and target == "gpu":
             glb[name] = _compiled(value)
+        elif isinstance(value, GpuSpecialised) and target == "gpu":
+            glb[name] = value.build(constants or {})
     if constants:
         glb.update(constants)
     return with_globals(pyfunc, glb)
@@ -128,9 +133,10 @@ class DualFunction:
     debugging and for pure-Python references).
     """
 
-    def __init__(self, pyfunc, inline="always"):
+    def __init__(self, pyfunc, inline="always", gpu_forceinline=False):
         self.py = pyfunc
         self._inline = inline
+        self._gpu_forceinline = gpu_forceinline
         self._cpu = None
         self._gpu = None
         self.__name__ = pyfunc.__name__
@@ -151,12 +157,15 @@ class DualFunction:
 
     @property
     def gpu(self):
-        """The ``numba.cuda.jit(device=True)`` function (imports CUDA on first use)."""
+        """The ``numba.cuda.jit(device=True)`` function (imports CUDA on first use); with
+        ``gpu_forceinline`` LLVM inlines it into every caller before optimising, so that a
+        caller's constant arguments specialise its body (not under the simulator, which has
+        no such option)."""
         if self._gpu is None:
             cuda = cuda_module()
             with _lock:
                 if self._gpu is None:
-                    self._gpu = cuda.jit(device=True)(_rebind(self.py, "gpu"))
+                    self._gpu = cuda.jit(device=True, **_forceinline(self._gpu_forceinline))(_rebind(self.py, "gpu"))
         return self._gpu
 
     def __call__(self, *args):
@@ -169,11 +178,66 @@ class DualFunction:
         return f"<dual core {self.__qualname__}>"
 
 
-def dual(func=None, *, inline="always"):
+def dual(func=None, *, inline="always", gpu_forceinline=False):
     """Decorator: turn a plain Python core into a :class:`DualFunction`."""
     if func is None:
-        return lambda f: DualFunction(f, inline=inline)
-    return DualFunction(func, inline=inline)
+        return lambda f: DualFunction(f, inline=inline, gpu_forceinline=gpu_forceinline)
+    return DualFunction(func, inline=inline, gpu_forceinline=gpu_forceinline)
+
+
+def _forceinline(on: bool) -> dict[str, bool]:
+    """``cuda.jit`` options that make a device function inline into its callers (LLVM's
+    ``alwaysinline``); none under the simulator, whose ``jit`` does not take them."""
+    from numba import config
+
+    return {"forceinline": True} if on and not config.ENABLE_CUDASIM else {}  # type: ignore[attr-defined]  # set at import
+
+
+def device_function(pyfunc, constants=None, forceinline=False):
+    """``pyfunc`` compiled as a CUDA device function whose globals are bound as a kernel's
+    (cores to their device functions, ``constants`` as compile-time constant globals)."""
+    cuda = cuda_module()
+    return cuda.jit(device=True, **_forceinline(forceinline))(_rebind(pyfunc, "gpu", constants))
+
+
+class GpuSpecialised:
+    """A device function built per kernel specialisation: a kernel (or core) naming it as a
+    global gets ``factory(**constants)``, the device function for the kernel's compile-time
+    constants (``kernel.get(T=32)``: ``factory(T=32)``; those the factory has no parameter
+    for are left out), built once per set of constants.
+
+    For device code that differs by more than constant globals can say, e.g. a switch whose
+    branches are the bodies of a core specialised on each value of a runtime quantity.
+    """
+
+    def __init__(self, factory):
+        self.factory = factory
+        self._params = frozenset(inspect.signature(factory).parameters)
+        self._cache: dict[tuple, Any] = {}
+        self.__name__ = factory.__name__
+        self.__qualname__ = factory.__qualname__
+        self.__doc__ = factory.__doc__
+
+    def build(self, constants):
+        """The device function for the constants the factory names (others are ignored)."""
+        constants = {k: v for k, v in constants.items() if k in self._params}
+        key = tuple(sorted(constants.items()))
+        fn = self._cache.get(key)
+        if fn is None:
+            with _lock:
+                fn = self._cache.get(key)
+                if fn is None:
+                    fn = self.factory(**constants)
+                    self._cache[key] = fn
+        return fn
+
+    def __repr__(self):
+        return f"<gpu specialised {self.__qualname__} ({len(self._cache)} built)>"
+
+
+def gpu_specialised(factory):
+    """Decorator: make ``factory`` a :class:`GpuSpecialised` device function."""
+    return GpuSpecialised(factory)
 
 
 class CpuDriver:

@@ -22,11 +22,16 @@ inside, so loads and stores are contiguous and LLVM vectorises the lane loop
 take a SWAR path instead (:func:`_fl_unpack_swar`): a word row of a block is
 1024 bits = 16 uint64, so 8 (or 4) lanes are unpacked per 64-bit operation,
 which is 2-5x faster than widening every byte to 64 bits.
-GPU: one thread per (block, lane), looping over the ``T`` rows; adjacent
-threads read adjacent words (coalesced).  All blocks of many pages are
-decoded by one launch: each block names its own word offset and bit width.
+GPU: one thread per (block, lane) (two of 64-bit words, each on half the
+rows: a warp holds one block), looping over the rows; adjacent threads read
+adjacent words (coalesced), each word once.  All blocks of many pages are
+decoded by one launch: each block names its own word offset and bit width, and
+a whole block runs a row loop compiled for its width (a switch over the widths
+whose leaves are the loop specialised on each: constant shifts and masks,
+unrolled), so one launch serves every width; 32-bit index arithmetic.
 """
 
+import re
 import sys
 
 import numpy as np
@@ -35,7 +40,7 @@ from . import _device, _twins
 from ._cpu import read_only
 from ._jitcache import LAZY_NUMBA as numba
 from ._jitcache import prange
-from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
+from ._target import LAZY_CUDA, cpu_driver, device_function, dual, gpu_kernel, gpu_specialised
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 
 cuda = LAZY_CUDA
@@ -324,41 +329,222 @@ def _pack_chunks_cpu(values, n, widths, starts, out):
 # --------------------------------------------------------------------------
 
 
-@gpu_kernel
-def _unpack_kernel(words, offsets, widths, out, err):
-    # T (bits per word) is a compile-time constant of the specialisation.
-    lanes = 1024 // T  # noqa: F821
-    tid = cuda.grid(1)
-    blk = tid // lanes
-    lane = tid - blk * lanes
-    if blk >= offsets.shape[0]:
-        return
-    base = np.int64(offsets[blk])
-    w = np.int64(widths[blk])
-    ob = blk * 1024
-    if not _fl_block_ok(words.shape[0], base, T, w):  # noqa: F821
-        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
-        return
-    if w == 0:
-        for row in range(T):  # noqa: F821
-            out[ob + _fl_position(row, lane)] = 0
-        return
+#: threads per launch at most: the kernel counts its threads in 32 bits (the wrappers launch
+#: the blocks in slices below it)
+_MAX_LAUNCH_THREADS = 1 << 31
+
+
+def _threads_per_block(t):
+    """GPU threads per FastLanes block of ``t``-bit words: one per lane, and two per lane of
+    64-bit words (16 lanes; each thread takes 32 of the 64 rows), so that a warp never holds
+    two blocks and every branch on a block's width is the same for the whole warp."""
+    lanes = BLOCK_SIZE // t
+    return lanes * (2 if t == 64 else 1)
+
+
+@dual
+def _fl_order(g):
+    """``FL_ORDER[g]`` (``0 <= g < 8``): the 3-bit reversal of ``g``."""
+    return ((g & 1) << 2) | (g & 2) | ((g >> 2) & 1)
+
+
+@dual(gpu_forceinline=True)
+def _fl_unpack_rows(words, base, t, lanes, w, row0, nrows, lane, out, d, cnt):
+    """Rows ``row0 .. row0 + nrows`` (multiples of 8) of lane ``lane`` of the block of width
+    ``w`` (``1 <= w <= t``) at ``words[base]``: the value at logical position ``p`` goes to
+    ``out[d + p]`` where ``p < cnt`` (GPU; the width at run time).
+
+    Streamed: the lane's words are loaded one after the other, each once (``w`` loads for
+    the whole lane, where :func:`_fl_unpack_value` loads one or two words per row), and only
+    when a value needs them (never past the lane's last).  Words of up to 32 bits go through
+    a 64-bit window of the lane's next ``avail`` bits: a value is its low ``w`` bits, then
+    the window shifts down (a word is ORed in above them when fewer than ``w`` are left).
+    64-bit words keep the current word and ``sh``, the bits its earlier rows took.  Rows go
+    by groups of 8, the rows of a group ``128`` positions apart (:func:`_fl_position`).
+    All arithmetic but the word and output positions (64-bit bases plus 32-bit offsets:
+    unsigned, no negative-index fix-up) is 32-bit.
+    """
+    tt = np.uint32(t)
+    ww = np.uint32(w)
+    bit = np.uint32(row0 * w)
+    wi = np.uint32(bit // tt)
+    sh = np.uint32(bit - wi * tt)
+    step = np.uint32(lanes)
+    src = np.uint64(base) + np.uint32(wi * step + lane)
+    dl = np.uint64(d) + np.uint32(lane)
     mask = _fl_mask(w)
-    for row in range(T):  # noqa: F821
-        out[ob + _fl_position(row, lane)] = _fl_unpack_value(
-            words, base, T, lanes, w, mask, row, lane  # noqa: F821
-        )
+    limit = np.uint32(cnt)  # 0..1024
+    cur = np.uint64(words[src])
+    buf = cur >> np.uint64(sh)  # the window (t <= 32)
+    avail = np.uint32(tt - sh)
+    for g in range(np.uint32(row0 >> 3), np.uint32((row0 + nrows) >> 3)):
+        gpos = np.uint32(_fl_order(g) * 16)
+        for j in range(8):
+            if t <= 32:
+                if avail < ww:  # the next word above the bits left
+                    src += step
+                    buf |= np.uint64(words[src]) << np.uint64(avail)
+                    avail = np.uint32(avail + tt)
+                v = buf
+                buf >>= np.uint64(ww)
+                avail = np.uint32(avail - ww)
+            else:
+                if sh >= tt:  # the current word used up: the next one
+                    src += step
+                    cur = np.uint64(words[src])
+                    sh = np.uint32(0)
+                v = cur >> np.uint64(sh)
+                e = np.uint32(sh + ww)
+                if e > tt:  # the value's high bits: the low bits of the next word
+                    src += step
+                    cur = np.uint64(words[src])
+                    v |= cur << np.uint64(tt - sh)
+                    e = np.uint32(e - tt)
+                sh = e
+            pos = np.uint32(gpos + np.uint32(j * 128))
+            if cnt >= 1024 or np.uint32(pos + lane) < limit:  # a constant 1024: no check
+                out[dl + pos] = v & mask
+
+
+@dual(gpu_forceinline=True)
+def _fl_zero_rows(row0, nrows, lane, out, d, cnt):
+    """Zeros at the positions of rows ``row0 .. row0 + nrows`` (multiples of 8) of lane
+    ``lane`` below ``cnt``, at ``out[d:]``: a block of width 0 (GPU; as
+    :func:`_fl_unpack_rows`, 32-bit)."""
+    dl = np.uint64(d) + np.uint32(lane)
+    limit = np.uint32(cnt)
+    for g in range(np.uint32(row0 >> 3), np.uint32((row0 + nrows) >> 3)):
+        gpos = np.uint32(_fl_order(g) * 16)
+        for j in range(8):
+            pos = np.uint32(gpos + np.uint32(j * 128))
+            if np.uint32(pos + lane) < limit:
+                out[dl + pos] = 0
+
+
+#: The widest words whose whole blocks take a width-specialised, unrolled leaf
+#: (:func:`_fl_full_block`); wider ones take :func:`_fl_unpack_rows`.  Numba spends ~15 ms
+#: (one core, measured) compiling each unrolled row: 1 s for 8-bit and 4 s for 16-bit
+#: words, but 19 s for 32-bit and 86 s for 64-bit (1056 and 4160 rows), at each process's
+#: first read -- and those values are 4-8 bytes each, their unpack bound by the stores.
+SPECIALISED_MAX_T = 16
+
+
+def _leaf_lines(t, w, row0, nrows, pad):
+    """Source lines unpacking rows ``row0 .. row0 + nrows`` of a whole block of width ``w``
+    (``1 <= w <= t``), unrolled: each word of the lane loaded once into a local (``c0,
+    c1, ...``), each value one or two constant shifts of them and a constant mask, stored
+    at a constant offset from ``out[dl]`` (``dl``: the block's output position plus the
+    lane; ``src``: the block's first word plus the lane).  The constants are globals of the
+    generated function (:func:`_switch_constants`): ``U<n>``, the uint64 ``n``."""
+    lanes = BLOCK_SIZE // t
+    mask = (1 << w) - 1
+    lines = []
+    loaded = set()
+
+    def load(k):
+        if k not in loaded:
+            loaded.add(k)
+            lines.append(f"{pad}c{k} = np.uint64(words[src + U{k * lanes}])")
+
+    for row in range(row0, row0 + nrows):
+        wi, sh = divmod(row * w, t)
+        load(wi)
+        value = f"(c{wi} >> U{sh})" if sh else f"c{wi}"
+        if sh + w > t:
+            load(wi + 1)
+            value = f"({value} | (c{wi + 1} << U{t - sh}))"
+        if sh + w != t:  # a value that ends its word is its top bits: no mask
+            value = f"({value} & U{mask})"
+        pos = int(FL_ORDER[row // 8]) * 16 + (row % 8) * 128
+        lines.append(f"{pad}out[dl + U{pos}] = {value}")
+    return lines
+
+
+def _switch_constants(source):
+    """The globals ``U<n>`` (``np.uint64(n)``) that :func:`_switch_source` names."""
+    return {f"U{n}": np.uint64(int(n)) for n in set(re.findall(r"\bU(\d+)\b", source))}
+
+
+def _switch_source(t):
+    """Source of :func:`_fl_full_block` for ``t``-bit words: a binary search over the widths
+    ``1..t`` whose leaves are the rows of a lane unrolled for that width
+    (:func:`_leaf_lines`; 64-bit words: one leaf per half of the rows, ``h``).  Each leaf
+    stores ``t`` (or 32) values from ``w`` (or half as many) loads with constant shifts."""
+    halves = 2 if t == 64 else 1
+    rows = t // halves
+    lines = [
+        "def _fl_full_block(w, h, words, base, lane, out, d):",
+        "    src = np.uint64(base) + lane",
+        "    dl = np.uint64(d) + lane",
+    ]
+
+    def leaf(w, pad):
+        for half in range(halves):
+            if halves == 1:
+                lines.extend(_leaf_lines(t, w, 0, rows, pad))
+            else:
+                lines.append(pad + ("if h == 0:" if half == 0 else "else:"))
+                lines.extend(_leaf_lines(t, w, half * rows, rows, pad + "    "))
+
+    def tree(lo, hi, pad):  # widths lo .. hi - 1
+        if hi - lo == 1:
+            leaf(lo, pad)
+            return
+        mid = (lo + hi) // 2
+        lines.append(f"{pad}if w < {mid}:")
+        tree(lo, mid, pad + "    ")
+        lines.append(f"{pad}else:")
+        tree(mid, hi, pad + "    ")
+
+    tree(1, t + 1, "    ")
+    return "\n".join(lines) + "\n"
+
+
+def _generic_source(t):
+    """Source of :func:`_fl_full_block` for words wider than :data:`SPECIALISED_MAX_T`: the
+    rows of the thread through :func:`_fl_unpack_rows`, the width at run time but every
+    other argument constant (inlined: no output bound to check)."""
+    halves = 2 if t == 64 else 1
+    rows = t // halves
+    call = f"_fl_unpack_rows(words, base, {t}, {BLOCK_SIZE // t}, w, h * {rows}, {rows}, lane, out, d, {BLOCK_SIZE})"
+    return f"def _fl_full_block(w, h, words, base, lane, out, d):\n    {call}\n"
+
+
+@gpu_specialised
+def _fl_full_block(T):  # noqa: N803 - the kernels' constant
+    """The device function ``(w, h, words, base, lane, out, d)`` of ``T``-bit words: rows
+    ``h * R .. (h + 1) * R`` (``R`` the rows per thread, :func:`_threads_per_block`) of lane
+    ``lane`` of a whole block (1024 values) of width ``w`` (``1 <= w <= T``) at
+    ``words[base]`` to ``out[d:]``.  Up to :data:`SPECIALISED_MAX_T` bits, through the leaf
+    of its width, the rows unrolled with constant shifts and masks (:func:`_switch_source`);
+    wider, :func:`_fl_unpack_rows` (:func:`_generic_source`).  Built per word size when a
+    kernel of it is compiled; every branch is the same for a warp (one block)."""
+    source = _switch_source(T) if T <= SPECIALISED_MAX_T else _generic_source(T)
+    namespace = {**globals(), **_switch_constants(source)}
+    exec(compile(source, f"<bitunpack width switch T={T}>", "exec"), namespace)  # noqa: S102 - our generated source
+    return device_function(namespace["_fl_full_block"], forceinline=True)
 
 
 @gpu_kernel
 def _unpack_scatter_kernel(words, offsets, widths, dst, counts, out, err):
-    # As _unpack_kernel, but block ``blk`` keeps only its first counts[blk] values
-    # and writes them at out[dst[blk]:]: blocks of many pages (partial last
-    # blocks included) land straight in their columns, in one launch.
+    """Block ``blk`` keeps its first ``counts[blk]`` values and writes them at
+    ``out[dst[blk]:]``: blocks of many pages (partial last blocks included) land straight in
+    their columns, in one launch.  ``T`` (bits per word) is a compile-time constant.
+
+    Threads: :func:`_threads_per_block` per block, thread ``k`` of a block on lane ``k %
+    lanes``, rows ``(k // lanes) * R ..`` (``R = T`` rows, 32 of 64-bit words).  Whole blocks
+    take the leaf of their width (:func:`_fl_full_block`), partial ones the generic
+    :func:`_fl_unpack_rows` (the width at run time).  Thread, block and lane numbers are
+    32-bit (fewer than 2 ** 31 threads per launch: the wrappers slice the blocks)."""
     lanes = 1024 // T  # noqa: F821
-    tid = cuda.grid(1)
-    blk = tid // lanes
-    lane = tid - blk * lanes
+    halves = 2 if T == 64 else 1  # noqa: F821
+    rows = T // halves  # noqa: F821
+    per = lanes * halves
+    tid = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    blk = np.uint32(tid // per)
+    k = np.uint32(tid - blk * per)
+    h = np.uint32(k // lanes)
+    lane = np.uint32(k - h * lanes)
     if blk >= offsets.shape[0]:
         return
     base = np.int64(offsets[blk])
@@ -368,14 +554,30 @@ def _unpack_scatter_kernel(words, offsets, widths, dst, counts, out, err):
     if not _fl_block_ok(words.shape[0], base, T, w) or cnt < 0 or cnt > 1024 or d < 0 or d + cnt > out.shape[0]:  # noqa: F821
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         return
-    mask = _fl_mask(w) if w > 0 else np.uint64(0)
-    for row in range(T):  # noqa: F821
-        pos = _fl_position(row, lane)
-        if pos < cnt:
-            if w == 0:
-                out[d + pos] = 0
-            else:
-                out[d + pos] = _fl_unpack_value(words, base, T, lanes, w, mask, row, lane)  # noqa: F821
+    dd = np.uint64(d)
+    if w == 0:
+        _fl_zero_rows(h * rows, rows, lane, out, dd, cnt)
+    elif cnt == 1024:
+        _fl_full_block(w, h, words, base, lane, out, dd)  # the leaf of its width
+    else:
+        _fl_unpack_rows(words, base, T, lanes, w, h * rows, rows, lane, out, dd, cnt)  # noqa: F821
+
+
+def _launch_scatter(t, d_words, d_offsets, d_widths, d_dst, d_counts, d_out, threads_per_block, what):
+    """:data:`_unpack_scatter_kernel` over every block, in launches of fewer than 2 ** 31
+    threads (slices of the block descriptors), one error flag for all."""
+    nblocks = d_offsets.shape[0]
+    if not nblocks:
+        return
+    per = _threads_per_block(t)
+    step = _MAX_LAUNCH_THREADS // per
+    kernel = _unpack_scatter_kernel.get(T=t)
+    err = new_error_flag()
+    for b0 in range(0, nblocks, step):
+        b1 = min(nblocks, b0 + step)
+        blocks, tpb = _device.launch_dims((b1 - b0) * per, threads_per_block)
+        kernel[blocks, tpb](d_words, d_offsets[b0:b1], d_widths[b0:b1], d_dst[b0:b1], d_counts[b0:b1], d_out, err)
+    raise_if_flagged(err, what)
 
 
 # --------------------------------------------------------------------------
@@ -551,7 +753,7 @@ def pack_chunks(values, widths):
 
 
 def unpack_blocks_gpu(words, block_word_offsets, bit_widths, out=None, *, threads_per_block=128):
-    """Unpack FastLanes blocks on the GPU: one thread per (block, lane), one launch.
+    """Unpack FastLanes blocks on the GPU: the scatter kernel with every block whole, one launch.
 
     Same meaning as :func:`unpack_blocks`; arrays may be numba device arrays,
     CuPy arrays or NumPy arrays (copied to the device).  Returns a device array
@@ -584,11 +786,10 @@ def unpack_blocks_gpu(words, block_word_offsets, bit_widths, out=None, *, thread
             msg = f"out must have {nblocks * BLOCK_SIZE} items"
             raise ValueError(msg)
     if nblocks:
-        err = new_error_flag()
-        lanes = BLOCK_SIZE // t
-        blocks, tpb = _device.launch_dims(nblocks * lanes, threads_per_block)
-        _unpack_kernel.get(T=t)[blocks, tpb](d_words, d_offsets, d_widths, d_out, err)
-        raise_if_flagged(err, "unpack_blocks_gpu")
+        # every block whole, one after the other: the scatter kernel's descriptors
+        d_dst = _device.to_device(np.arange(nblocks, dtype=np.int64) * BLOCK_SIZE)
+        d_counts = _device.to_device(np.full(nblocks, BLOCK_SIZE, np.int64))
+        _launch_scatter(t, d_words, d_offsets, d_widths, d_dst, d_counts, d_out, threads_per_block, "unpack_blocks_gpu")
     return _device.as_output(d_out, use_cp)
 
 
@@ -626,7 +827,8 @@ def unpack_blocks_scatter(words, block_word_offsets, bit_widths, dst, counts, ou
 
 
 def unpack_blocks_scatter_gpu(words, block_word_offsets, bit_widths, dst, counts, out, *, threads_per_block=128):
-    """GPU twin of :func:`unpack_blocks_scatter`: one launch, one thread per (block, lane).
+    """GPU twin of :func:`unpack_blocks_scatter`: one launch, one thread per (block, lane)
+    (two per lane of 64-bit words), each block through the leaf of its width.
 
     ``out`` is a device array (written in place) whose item size is the words';
     block descriptors may be host or device arrays.
@@ -647,11 +849,6 @@ def unpack_blocks_scatter_gpu(words, block_word_offsets, bit_widths, dst, counts
     d_widths = _device.to_device(np.asarray(bit_widths, np.int64) if host[1] else bit_widths)
     d_dst = _device.to_device(np.asarray(dst, np.int64) if host[2] else dst)
     d_counts = _device.to_device(np.asarray(counts, np.int64) if host[3] else counts)
-    nblocks = d_offsets.shape[0]
-    if nblocks:
-        t = dt.itemsize * 8
-        err = new_error_flag()
-        blocks, tpb = _device.launch_dims(nblocks * (BLOCK_SIZE // t), threads_per_block)
-        _unpack_scatter_kernel.get(T=t)[blocks, tpb](d_words, d_offsets, d_widths, d_dst, d_counts, d_out, err)
-        raise_if_flagged(err, "unpack_blocks_scatter_gpu")
+    _launch_scatter(dt.itemsize * 8, d_words, d_offsets, d_widths, d_dst, d_counts, d_out, threads_per_block,
+                    "unpack_blocks_scatter_gpu")
     return out

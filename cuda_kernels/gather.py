@@ -49,9 +49,11 @@ def _nchunks(n):
 
 @dual
 def _gather_one(items, indices, i, out):
-    """out[i] = items[indices[i]]; returns False (and writes nothing) when out of bounds."""
-    j = np.int64(indices[i])
-    if j < 0 or j >= items.shape[0]:
+    """out[i] = items[indices[i]]; returns False (and writes nothing) when out of bounds.
+    The index is taken unsigned: a negative one wraps past every bound (one comparison, no
+    negative-index fix-up)."""
+    j = np.uint64(np.int64(indices[i]))
+    if j >= np.uint64(items.shape[0]):
         return False
     out[i] = items[j]
     return True
@@ -178,7 +180,8 @@ def _binary_copy_parallel(item_offsets, item_bytes, indices, out_offsets, out_by
 
 @gpu_kernel
 def _gather_kernel(items, indices, out, err):
-    i = cuda.grid(1)
+    """Thread ``i`` (32-bit: fewer than 2 ** 31 indices per launch, the wrapper checks) gathers item ``indices[i]``."""
+    i = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
     if i < indices.shape[0]:
         if not _gather_one(items, indices, i, out):
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
@@ -347,6 +350,9 @@ def gather_fixed_gpu(items, indices, *, threads_per_block=256):
     dt = np.dtype(d_items.dtype)
     shape = (n,) + tuple(d_items.shape[1:])
     d_out = _device.device_empty(shape, dt)
+    if n >= 1 << 31:  # the kernels count their threads in 32 bits
+        msg = f"gather_fixed_gpu: {n} indices, at most 2 ** 31 - 1 in one call"
+        raise ValueError(msg)
     if n:
         err = new_error_flag()
         blocks, tpb = _device.launch_dims(n, threads_per_block)

@@ -8,6 +8,7 @@ An exclusive scan of the run lengths gives each run's first output position.
 CPU: one loop over the runs (chunks of runs in parallel for large inputs).
 GPU: one thread per run (Lance splits runs at 255 values, so the per-thread
 work is small and bounded); the scan is ``cupy.cumsum`` (host without CuPy).
+Thread numbers and a run's value counter are 32-bit, positions unsigned.
 
 Batches of many chunks are handled by concatenating their values and run
 lengths before the call.
@@ -33,10 +34,19 @@ _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 @dual
 def _rle_fill_run(values, i, start, end, out):
-    """Write run ``i`` (``values[i]``) at ``out[start:end]``."""
+    """Write run ``i`` (``values[i]``) at ``out[start:end]`` (``0 <= start <= end``): unsigned
+    positions (no negative-index fix-up), counted in 32 bits by pieces of up to 2 ** 31."""
     v = values[i]
-    for p in range(start, end):
-        out[p] = v
+    o = np.uint64(start)
+    left = np.uint64(end - start)
+    while left > 0:
+        n = np.uint32(min(left, np.uint64(1 << 31)))
+        j = np.uint32(0)
+        while j < n:
+            out[o + j] = v
+            j = np.uint32(j + 1)
+        o += n
+        left -= n
 
 
 @cpu_driver
@@ -68,7 +78,8 @@ def _expand_parallel(values, starts, out, nchunks):
 
 @gpu_kernel
 def _expand_kernel(values, starts, out):
-    i = cuda.grid(1)
+    """Thread ``i`` (32-bit: fewer than 2 ** 31 runs per launch, the wrapper checks) writes run ``i``."""
+    i = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
     if i < values.shape[0]:
         _rle_fill_run(values, i, starts[i], starts[i + 1], out)
 
@@ -161,6 +172,9 @@ def rle_expand_gpu(values, run_lengths, out=None, *, threads_per_block=256):
         if d_out.shape[0] != total:
             msg = f"out must have {total} items"
             raise ValueError(msg)
+    if nruns >= 1 << 31:  # the kernel counts its threads in 32 bits
+        msg = f"rle_expand_gpu: {nruns} runs, at most 2 ** 31 - 1 in one call"
+        raise ValueError(msg)
     if nruns and total:
         blocks, tpb = _device.launch_dims(nruns, threads_per_block)
         _expand_kernel.get()[blocks, tpb](d_vals, d_starts, d_out)

@@ -43,8 +43,9 @@ def main():
     cases = []
     for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
         t = np.dtype(dt).itemsize * 8
-        cases.append((bitunpack._unpack_kernel, {"T": t}, (z(4, dt), z(2, i64), z(2, u8), z(9, dt), z(1, i32))))
-        cases.append((bitunpack._unpack_kernel, {"T": t}, (z(4, dt), z(2, i32), z(2, i64), z(9, dt), z(1, i32))))
+        # unpack_blocks_gpu: the scatter kernel with the caller's offset and width dtypes
+        cases.append((bitunpack._unpack_scatter_kernel, {"T": t}, (z(4, dt), z(2, i64), z(2, u8), z(2, i64), z(2, i64), z(9, dt), z(1, i32))))
+        cases.append((bitunpack._unpack_scatter_kernel, {"T": t}, (z(4, dt), z(2, i32), z(2, i64), z(2, i64), z(2, i64), z(9, dt), z(1, i32))))
     cases += [
         (_device._fill_kernel, {}, (z(3, i64), i64(0))),
         (_device._fill_kernel, {}, (z(3, b1), b1(True))),

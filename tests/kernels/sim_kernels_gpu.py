@@ -22,7 +22,7 @@ from numba import cuda
 
 import cuda_kernels as ck
 from cuda_kernels import CorruptInputError, _device
-from cuda_kernels.bitunpack import _unpack_kernel, packed_words_per_block
+from cuda_kernels.bitunpack import _fl_full_block, _unpack_scatter_kernel, packed_words_per_block
 
 if not cuda.is_available():
     pytest.skip("needs a CUDA GPU or NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
@@ -64,6 +64,49 @@ def test_unpack_gpu_matches_cpu(dt):
     np.testing.assert_array_equal(h(out), cpu)
 
 
+@pytest.mark.parametrize("dt", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_unpack_scatter_gpu_every_width(dt):
+    """Every width 0..T of T-bit words, once as a whole block (the leaf of its width) and once
+    cut short (the generic row loop), scattered with gaps into one output: the GPU matches the
+    CPU twin, and the gaps keep their sentinel (nothing written outside a block's values)."""
+    rng = np.random.default_rng(7)
+    t = np.dtype(dt).itemsize * 8
+    widths = np.array(list(range(t + 1)) * 2, np.int64)
+    counts = np.array([1024] * (t + 1) + list(rng.integers(0, 1024, t + 1)), np.int64)
+    packed, offsets, pos = [], [], 5  # the first block off word 0
+    for w in widths:
+        p = ck.pack_blocks(_rand_values(rng, 1024, int(w), dt), int(w))
+        packed.append(p)
+        offsets.append(pos)
+        pos += p.size
+    words = np.concatenate([np.zeros(5, dt), *packed])
+    order = rng.permutation(widths.size)  # blocks land in another order, 3 values apart
+    dst = np.zeros(widths.size, np.int64)
+    dst[order] = np.concatenate([[0], np.cumsum(counts[order] + 3)[:-1]])
+    size = int((dst + counts).max()) + 3
+    sentinel = np.full(size, np.iinfo(dt).max // 3, dt)
+    cpu = ck.unpack_blocks_scatter(words, np.array(offsets), widths, dst, counts, sentinel.copy())
+    gpu = cuda.to_device(sentinel)
+    ck.unpack_blocks_scatter_gpu(cuda.to_device(words), np.array(offsets), widths, dst, counts, gpu)
+    np.testing.assert_array_equal(h(gpu), cpu)
+    whole = ck.unpack_blocks_gpu(words, np.array(offsets[: t + 1]), widths[: t + 1])
+    np.testing.assert_array_equal(h(whole), ck.unpack_blocks(words, np.array(offsets[: t + 1]), widths[: t + 1]))
+
+
+def test_unpack_scatter_gpu_launch_slices(monkeypatch):
+    """Blocks past a launch's 2 ** 31 threads go to the next launch: with the limit lowered
+    to 3 blocks of 16-bit words per launch, 8 blocks take 3 launches and match the CPU."""
+    from cuda_kernels import bitunpack
+
+    monkeypatch.setattr(bitunpack, "_MAX_LAUNCH_THREADS", 3 * bitunpack._threads_per_block(16) + 5)
+    rng = np.random.default_rng(3)
+    widths = rng.integers(0, 17, 8)
+    packed = [ck.pack_blocks(_rand_values(rng, 1024, int(w), np.uint16), int(w)) for w in widths]
+    offsets = np.concatenate([[0], np.cumsum([p.size for p in packed])[:-1]]).astype(np.int64)
+    words = np.concatenate(packed)
+    np.testing.assert_array_equal(h(ck.unpack_blocks_gpu(words, offsets, widths)), ck.unpack_blocks(words, offsets, widths))
+
+
 def test_unpack_gpu_corrupt_block_sets_flag():
     words = np.zeros(packed_words_per_block(5, 32), dtype=np.uint32)
     with pytest.raises(CorruptInputError):
@@ -75,8 +118,9 @@ def test_unpack_gpu_corrupt_block_sets_flag():
 def test_unpack_gpu_empty_and_kernel_cache():
     out = ck.unpack_blocks_gpu(np.zeros(0, np.uint16), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert out.shape[0] == 0
-    assert _unpack_kernel.get(T=16) is _unpack_kernel.get(T=16)
-    assert _unpack_kernel.get(T=16) is not _unpack_kernel.get(T=32)
+    assert _unpack_scatter_kernel.get(T=16) is _unpack_scatter_kernel.get(T=16)
+    assert _unpack_scatter_kernel.get(T=16) is not _unpack_scatter_kernel.get(T=32)
+    assert _fl_full_block.build({"T": 16}) is _fl_full_block.build({"T": 16})
 
 
 # ------------------------------------------------------------------ fsst

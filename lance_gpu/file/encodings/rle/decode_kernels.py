@@ -31,22 +31,26 @@ __all__ = ["rle_chunks"]
 @gpu_kernel
 def _rle_chunks_kernel(values, runs, run_starts, first_run, first, nchunks, nruns, out, err):
     """Thread ``i < nruns`` writes run ``i`` (``runs[i]`` copies of ``values[i]``) at
-    ``out[run_starts[i]:]``; thread ``i <= nchunks`` checks that chunk ``i``'s runs start
+    ``out[run_starts[i]:]`` (32-bit thread number and count, unsigned positions: no
+    negative-index fix-up); thread ``i <= nchunks`` checks that chunk ``i``'s runs start
     where its values do (``run_starts[first_run[i]] == first[i]``; ``i == nchunks``: all the
     runs end where the last chunk's values do)."""
-    i = cuda.grid(1)
+    i = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
     if i <= nchunks:
         if np.int64(run_starts[np.int64(first_run[i])]) != np.int64(first[i]):
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
     if i < nruns:
         lo = np.int64(run_starts[i])
-        hi = lo + np.int64(runs[i])
-        if hi > out.shape[0]:
+        n = np.uint32(runs[i])
+        if lo < 0 or lo + n > out.shape[0]:
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
             return
         v = values[i]
-        for p in range(lo, hi):
-            out[p] = v
+        o = np.uint64(lo)
+        j = np.uint32(0)
+        while j < n:
+            out[o + j] = v
+            j = np.uint32(j + 1)
 
 
 def rle_chunks(values, runs, first_run: np.ndarray, first: np.ndarray, out) -> None:
