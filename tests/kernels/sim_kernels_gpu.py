@@ -1431,7 +1431,7 @@ def chunk_cases(seed: int, n: int = 40):
     data, start, size, count, limit, shape = bytearray(), [], [], [], [], []
     for _ in range(n):
         has_rep, has_def, large = (bool(x) for x in rng.integers(0, 2, 3))
-        nbuf, word = int(rng.integers(0, 3)), int(rng.choice([0, 1, 2, 4, 8]))
+        nbuf, word = int(rng.integers(0, 4)), int(rng.choice([0, 1, 2, 4, 8]))
         word = word if nbuf else 0
         rep_form, def_form = (int(x) for x in rng.integers(0, 3, 2))
         c = int(rng.integers(1, 3000))
