@@ -16,10 +16,11 @@ family                          pages that feed it
                                 OutOfLineBitpacking rep/def levels (scatter unpack)
 ``bits``                        boolean Flat{1} chunks (to one byte per value), the item
                                 validity bits of FixedSizeList{has_validity} chunks (to a
-                                byte per item: :attr:`LeafPlan.item_pos`)
+                                byte per item of their layer: :attr:`LeafPlan.item_pos`,
+                                :func:`item_regions`)
 ``fill``                        constant and all-null pages (values, levels, spans; the
-                                items of fixed-size lists without item validity beside
-                                pages with it: :func:`_fill_valid_items`)
+                                items of fixed-size list layers without item validity
+                                beside pages with it: :func:`_fill_valid_items`)
 ``rle`` (per value size)        Rle{Flat, Flat8} chunks
 ``variable spans``              Variable chunk buffers (plain and FSST strings)
 ``full-zip walk``               full-zip pages with control words or lengths, or with
@@ -66,11 +67,12 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
 ``flat.gpu_plan``               Flat value forms and widths; ``emit_values`` (copy, or
                                 spread to bytes), ``emit_levels`` (Flat16 copied)
 ``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value (emitted
-                                as Flat); one layer with item validity (``fsl_valid``, two
-                                chunk buffers; ``emit_values``: its validity bits spread
-                                to :attr:`_Chunks.item_base`, its items as Flat's; or
-                                full-zip rows of validity bytes then items:
-                                :func:`_fullzip_layout_facts`)
+                                as Flat); layers with item validity (``fsl_valid``, a
+                                chunk buffer per such layer, then the items;
+                                ``emit_values``: each buffer's bits spread to its layer's
+                                region from :attr:`_Chunks.item_base`, the items as
+                                Flat's; or, one layer, full-zip rows of validity bytes
+                                then items: :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
                                 (variable spans)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks, emitted as
@@ -261,14 +263,18 @@ class LeafPlan:
     has_def: bool = False
     value_pos: int = -1  # fixed / bool: byte position in the fixed arena
     slot_lo: int = -1  # var: first value slot
-    #: one-layer fixed-size lists some of whose mini-block or full-zip pages carry item
-    #: validity (``("fsl_valid", ...)`` forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`),
-    #: or some of whose pages are all null (:func:`_null_items_dim`: their items are null):
-    #: items per value (0: none), and the byte of the fixed arena where its ``num_values *
-    #: item_dim`` item validity bytes (one 0 / 1 byte per item, value-major) go
-    #: (:func:`place_item_validity`); every page writes its own (:func:`_item_validity_dim`)
+    #: fixed-size lists (one layer or nested) some of whose mini-block or full-zip pages carry
+    #: item validity (``("fsl_valid", ...)`` forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`),
+    #: or some of whose pages are all null (their items are null): per layer, outer first, its
+    #: items per value (``item_layers``: ``(2, 6)`` for lists of 2 lists of 3; empty: none),
+    #: their sum (``item_dim``, 0: none), and the byte of the fixed arena where its
+    #: ``num_values * item_dim`` item validity bytes go (``item_pos``,
+    #: :func:`place_item_validity`): one 0 / 1 byte per item, layer after layer (layer ``k``
+    #: from ``item_pos + num_values * sum(item_layers[:k])``, value-major: :func:`item_regions`);
+    #: every page writes its own (:func:`_item_layers_of`)
     item_dim: int = 0
     item_pos: int = -1
+    item_layers: tuple[int, ...] = ()
     rep_pos: int = -1  # first level in the level arena
     def_pos: int = -1
     #: the leaf's level counts are in-band (list pages whose chunk headers the device parses,
@@ -572,11 +578,12 @@ def check_page(layout, leaf: LeafPlan) -> None:
 def device_headers(layout) -> bool:
     """Whether a mini-block page (its ``MiniBlockLayout``) can have its chunk headers parsed
     by the device pre-pass (:mod:`lance_gpu.gpu.headers`): no repetition levels (its level
-    and value counts, so its output regions, follow from the chunk metadata) and at most two
-    value buffers (all :func:`check_page` lets through); its definition levels, in any form
+    and value counts, so its output regions, follow from the chunk metadata) and at most three
+    value buffers (all :func:`check_page` lets through: nested fixed-size lists' two layers of
+    item validity and their items); its definition levels, in any form
     the GPU decodes (Flat, OutOfLineBitpacking: spans; InlineBitpacking: block widths; Rle:
     run counts), are parsed there too."""
-    return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
+    return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 3
 
 
 def table_chunk_layouts(sources: Sequence[tuple[LeafPlan, pagetable.LeafPages] | DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -786,9 +793,9 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
-    fsl_dim = _null_items_dim(arrow_type)  # (other leaves: no layout looked at again)
-    if fsl_dim:
-        leaf.item_dim = _item_validity_dim(sel.distinct, fsl_dim)
+    fsl_layers = _fsl_layers(arrow_type)  # (other leaves: no layout looked at again)
+    if fsl_layers:
+        _set_item_layers(leaf, _item_layers_of(sel.distinct, fsl_layers))
     leaf.page_bytes = sel.nbytes
     if not sel.ids:  # no page (an empty column): nothing to place
         return leaf
@@ -805,71 +812,104 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         _refuse(cp, sel, ctx)
     # (in any file: mapped, or on an object store, _stage_rows)
     _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
-    if fsl_dim and leaf.constant_pages is not None and any(lp.values is None for lp in leaf.constant_pages):
-        leaf.item_dim = fsl_dim  # (the items of its other pages: valid, _fill_valid_items)
+    if (fsl_layers and not leaf.item_layers and leaf.constant_pages is not None
+            and any(lp.values is None for lp in leaf.constant_pages) and not (leaf.has_rep and len(fsl_layers) > 1)):
+        _set_item_layers(leaf, fsl_layers)  # (the items of its other pages: valid, _fill_valid_items)
+    if len(leaf.item_layers) > 1 and leaf.has_rep and any(any(_layers_written(f, 2)) for f in sel.distinct):
+        raise Unsupported("nested fixed-size lists with item validity under a list")
+    if len(leaf.item_layers) > 1 and leaf.has_rep:
+        _set_item_layers(leaf, ())  # (as before: all-null pages' items of nested lists under lists valid)
     return leaf
 
 
-def _null_items_dim(t: pa.DataType) -> int:
-    """Items per value of a leaf of type ``t`` that is one layer of fixed-size list (0: any
-    other type, nested fixed-size lists included): the items of an all-null page's lists
-    are null, as pylance reads them (:func:`_constant_values` writes them)."""
+def _set_item_layers(leaf: LeafPlan, layers: tuple[int, ...]) -> None:
+    leaf.item_layers = layers
+    leaf.item_dim = sum(layers)
+
+
+def _fsl_layers(t: pa.DataType) -> tuple[int, ...]:
+    """Items per value of each fixed-size list layer of a leaf of type ``t``, outer first
+    (``(2, 6)`` for lists of 2 lists of 3 items; empty: not a fixed-size list): the layers
+    whose items' validity a leaf may carry (:attr:`LeafPlan.item_layers`); the items of an
+    all-null page's lists are null in every layer, as pylance reads them
+    (:func:`_constant_values` writes them)."""
+    out: list[int] = []
     s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
-    if not pa.types.is_fixed_size_list(s):
-        return 0
-    v = s.value_type
-    return 0 if pa.types.is_fixed_size_list(v.storage_type if isinstance(v, pa.BaseExtensionType) else v) else int(s.list_size)
+    n = 1
+    while pa.types.is_fixed_size_list(s):
+        n *= int(s.list_size)
+        out.append(n)
+        v = s.value_type
+        s = v.storage_type if isinstance(v, pa.BaseExtensionType) else v
+    return tuple(out)
 
 
-def _has_item_validity(f: pagetable.LayoutFacts) -> bool:
-    """Whether pages of layout ``f`` carry fixed-size list item validity (FixedSizeList
-    {has_validity} values of a mini-block page without a dictionary, or of a full-zip
-    page)."""
+def _layers_written(f: pagetable.LayoutFacts, nlayers: int) -> tuple[bool, ...]:
+    """Per fixed-size list layer (``nlayers`` of them, outer first), whether pages of
+    layout ``f`` carry its items' validity (FixedSizeList{has_validity} values of a
+    mini-block page without a dictionary, or of a full-zip page)."""
     if f.kind == "mini_block_layout" and not f.dictionary and f.num_buffers:
         enc = f.body.value_compression
     elif f.kind == "full_zip_layout":
         enc = f.body.value_compression
     else:
-        return False
-    return enc.WhichOneof("compression") == "fixed_size_list" and bool(enc.fixed_size_list.has_validity)
+        return (False,) * nlayers
+    got = tuple(v for _n, v in fsl_plan.layers(enc))
+    return (got + (False,) * nlayers)[:nlayers]
 
 
-def _item_validity_dim(layouts: Sequence[pagetable.LayoutFacts], dim: int) -> int:
-    """Items per value (``dim``) of a one-layer fixed-size list leaf some of whose pages
-    (``layouts``: their distinct layouts, accepted by :func:`check_page`) carry item
-    validity (0: none do).  Every page of such a leaf writes its items' validity: mini-block
-    and full-zip pages with it their bits (``fsl_valid`` forms), constant pages null or
-    valid items (:func:`_constant_values`), the others valid items
-    (:func:`_fill_valid_items`).  Under a list (repetition levels) it raises
-    :class:`Unsupported`."""
+def _has_item_validity(f: pagetable.LayoutFacts) -> bool:
+    """Whether pages of layout ``f`` carry fixed-size list item validity, in any layer."""
+    return any(_layers_written(f, 8))
+
+
+def _item_layers_of(layouts: Sequence[pagetable.LayoutFacts], layers: tuple[int, ...]) -> tuple[int, ...]:
+    """The item layers (``layers``, :func:`_fsl_layers`) of a fixed-size list leaf some of
+    whose pages (``layouts``: their distinct layouts, accepted by :func:`check_page`) carry
+    item validity in some layer (empty: none do).  Every page of such a leaf writes every
+    layer's item validity: mini-block and full-zip pages their bits where they carry them
+    (``fsl_valid`` forms), constant pages null or valid items (:func:`_constant_values`),
+    valid items for the layers they do not carry (:func:`_fill_valid_items`)."""
     if not any(_has_item_validity(f) for f in layouts):
-        return 0
-    return dim
+        return ()
+    return layers
+
+
+def item_regions(leaf: LeafPlan, lo: int, n: int) -> list[tuple[int, int]]:
+    """``(fixed arena byte, bytes)`` of the item validity of values ``[lo, lo + n)`` of
+    ``leaf``, one per item layer (:attr:`LeafPlan.item_layers`)."""
+    out, before = [], 0
+    for per in leaf.item_layers:
+        out.append((leaf.item_pos + leaf.num_values * before + lo * per, n * per))
+        before += per
+    return out
 
 
 def _fill_valid_items(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, vpos: np.ndarray | Sequence[int],
                       num_values: np.ndarray | None = None) -> None:
-    """Item validity (:attr:`LeafPlan.item_dim`) of the rows of ``t`` whose pages write
-    none (mini-block and full-zip pages without item validity: their items are valid; a
-    mixed leaf's constant rows write theirs, :func:`_constant_values`): one fill of 1 bytes
-    per run of such rows whose values are adjacent (``vpos``: each row's first value in the
-    leaf; ``num_values``: each row's values, None: ``t.num_values``)."""
-    d = leaf.item_dim
-    if not d:
+    """Item validity (:attr:`LeafPlan.item_layers`) of the rows of ``t`` whose pages write
+    none of a layer's (mini-block and full-zip pages without item validity in that layer:
+    its items are valid; a mixed leaf's constant rows write theirs, :func:`_constant_values`):
+    per layer, one fill of 1 bytes per run of such rows whose values are adjacent (``vpos``:
+    each row's first value in the leaf; ``num_values``: each row's values, None:
+    ``t.num_values``)."""
+    nlayers = len(leaf.item_layers)
+    if not nlayers:
         return
-    writes = t.per_layout([_has_item_validity(f) or f.kind == "constant_layout" for f in t.layouts], np.bool_)
+    written = [_layers_written(f, nlayers) if f.kind != "constant_layout" else (True,) * nlayers for f in t.layouts]
     nv = t.num_values if num_values is None else num_values
-    lack = ~writes & (nv > 0)
-    if not lack.any():
-        return
-    start = np.asarray(vpos, np.int64)[lack]
-    count = nv[lack]
-    new = np.ones(start.size, np.bool_)
-    new[1:] = start[1:] != start[:-1] + count[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], start.size) - 1
-    for lo, hi in zip(start[first].tolist(), (start[last] + count[last]).tolist(), strict=True):
-        unit.fill_fixed.append((leaf.item_pos + lo * d, (hi - lo) * d, b"\x01"))
+    for k in range(nlayers):
+        lack = ~t.per_layout([w[k] for w in written], np.bool_) & (nv > 0)
+        if not lack.any():
+            continue
+        start = np.asarray(vpos, np.int64)[lack]
+        count = nv[lack]
+        new = np.ones(start.size, np.bool_)
+        new[1:] = start[1:] != start[:-1] + count[:-1]
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], start.size) - 1
+        for lo, hi in zip(start[first].tolist(), (start[last] + count[last]).tolist(), strict=True):
+            unit.fill_fixed.append((*item_regions(leaf, lo, hi - lo)[k], b"\x01"))
 
 
 def place_item_validity(unit: UnitPlan, leaf: LeafPlan) -> None:
@@ -2049,6 +2089,9 @@ class _Chunks:
     #: (:attr:`LeafPlan.item_pos`, -1 for a leaf without): where the ``fsl_valid`` emission
     #: (``fixed_size_list.gpu_plan.emit_values``) spreads the chunk's validity bits
     item_base: np.ndarray
+    #: per chunk, its leaf's values (:attr:`LeafPlan.num_values`): a layer's item validity
+    #: region follows the regions of the layers above it (:attr:`LeafPlan.item_layers`)
+    item_values: np.ndarray
     #: the inline bit-packed blocks of buffer 0, where the device found them (else they are
     #: read in ``data``)
     blocks: bitpacking_plan.InlineBlocks | None = None
@@ -2276,9 +2319,8 @@ def _constant_values(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int) -> None:
     n = lp.num_values
     if not n:
         return
-    if leaf.item_dim:  # fixed-size lists' items: null in an all-null page, valid under a constant
-        d = leaf.item_dim
-        unit.fill_fixed.append((leaf.item_pos + vpos * d, n * d, b"\x00" if lp.values is None else b"\x01"))
+    for at, size in item_regions(leaf, vpos, n):  # fixed-size lists' items: null in an all-null page, valid under a constant
+        unit.fill_fixed.append((at, size, b"\x00" if lp.values is None else b"\x01"))
     if lp.values is None:
         _fill_nulls(unit, leaf, vpos, n)
         return
