@@ -485,7 +485,7 @@ def test_value_forms_name_the_family_and_refuse_with_the_reason():
         encodings.device_value_form(nested, _leaf("fixed", 24), 1)
     nested.fixed_size_list.has_validity = True  # both layers: three chunk buffers
     assert encodings.device_value_form(nested, _leaf("fixed", 24), 3) == ("fsl_valid", (6, 32, ((0, 2), (2, 6))))
-    assert fixed_size_list_plan.full_zip_form(nested) is None  # (nested item validity in full-zip pages: on the CPU)
+    assert fixed_size_list_plan.full_zip_form(nested) == ("fsl_valid", (6, 32, ((0, 2), (2, 6))))
     nested.fixed_size_list.values.fixed_size_list.has_validity = False  # the outer layer's only
     assert encodings.device_value_form(nested, _leaf("fixed", 24), 2) == ("fsl_valid", (6, 32, ((0, 2),)))
     nested.fixed_size_list.values.fixed_size_list.values.flat.data.scheme = 2  # compressed items: on the CPU
@@ -535,8 +535,8 @@ def test_level_and_full_zip_forms_through_the_registry():
 def test_fixed_size_lists_are_flat_items_without_item_validity():
     """Nested FixedSizeList(2, FixedSizeList(3, Flat32)) is 6 items of 32 bits per value, in
     mini-block and full-zip pages alike; compressed Flat items leave it to the CPU; item
-    validity at a layer makes it the ``fsl_valid`` form in mini-block pages (a chunk buffer
-    per such layer before the items), left to the CPU in full-zip pages."""
+    validity at a layer makes it the ``fsl_valid`` form (mini-block pages: a chunk buffer per
+    such layer before the items; full-zip pages: each row's validity bytes before its items)."""
     enc = pb.CompressiveEncoding()
     enc.fixed_size_list.items_per_value = 2
     inner = enc.fixed_size_list.values.fixed_size_list
@@ -555,7 +555,7 @@ def test_fixed_size_lists_are_flat_items_without_item_validity():
     with pytest.raises(DeviceUnsupported, match=r"^fixed-size list with item validity in 1 chunk buffers$"):
         encodings.device_value_form(enc, _leaf("fixed", 24), 1)
     assert encodings.device_value_form(enc, _leaf("fixed", 24), 2) == ("fsl_valid", (6, 32, ((2, 6),)))
-    assert encodings.device_full_zip_form(enc) is None  # (nested item validity in full-zip pages: the CPU)
+    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (6, 32, ((2, 6),)))  # (walked: the inner layer's bytes)
 
 
 def test_full_zip_fixed_size_lists_with_item_validity_are_split_by_the_walk():
@@ -566,10 +566,22 @@ def test_full_zip_fixed_size_lists_with_item_validity_are_split_by_the_walk():
     enc.fixed_size_list.items_per_value = 13
     enc.fixed_size_list.has_validity = True
     enc.fixed_size_list.values.flat.bits_per_value = 16
-    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (13, 16))
+    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (13, 16, ((0, 13),)))
     assert fixed_size_list_plan.validity_bytes(13) == 2 and fixed_size_list_plan.validity_bytes(64) == 8
     enc.fixed_size_list.values.flat.bits_per_value = 1
     assert encodings.device_full_zip_form(enc) is None
+    nested = pb.CompressiveEncoding()  # 2 lists of 13 (two layers: 1 + 4 validity bytes a row, walked into two regions)
+    nested.fixed_size_list.items_per_value = 2
+    nested.fixed_size_list.has_validity = True
+    enc.fixed_size_list.values.flat.bits_per_value = 16
+    nested.fixed_size_list.values.CopyFrom(enc)
+    assert encodings.device_full_zip_form(nested) == ("fsl_valid", (26, 16, ((0, 2), (2, 26))))
+    assert fixed_size_list_plan.row_validity_bytes(((0, 2), (2, 26))) == 5
+    triple = pb.CompressiveEncoding()  # three layers with item validity: the CPU
+    triple.fixed_size_list.items_per_value = 2
+    triple.fixed_size_list.has_validity = True
+    triple.fixed_size_list.values.CopyFrom(nested)
+    assert encodings.device_full_zip_form(triple) is None
 
 
 def test_inline_word_is_the_packed_word_of_inline_bitpacking_only():

@@ -71,8 +71,8 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
                                 chunk buffer per such layer, then the items;
                                 ``emit_values``: each buffer's bits spread to its layer's
                                 region from :attr:`_Chunks.item_base`, the items as
-                                Flat's; or, one layer, full-zip rows of validity bytes
-                                then items: :func:`_fullzip_layout_facts`)
+                                Flat's; or full-zip rows of each layer's validity bytes,
+                                at most two, then items: :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
                                 (variable spans)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks, emitted as
@@ -422,7 +422,7 @@ class UnitPlan:
         # full-zip walk
         self.fullzip = _Lists(
             "rows", "data", "size", "index", "iwidth", "stride", "ctrl", "bits_def", "offb", "valb",
-            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible", "idim", "item_dst",
+            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible", "idim", "item_dst", "idim2", "item_dst2",
         )
         self.invisible: list[np.ndarray] = []
         self.invisible_size = 0
@@ -551,8 +551,8 @@ def check_page(layout, leaf: LeafPlan) -> None:
         form = encodings.device_full_zip_form(enc)
         if det == "bits_per_value":
             bits = int(fz.bits_per_value)
-            if form is not None and form[0] == "fsl_valid":  # a row's item validity bytes, then its items
-                bits -= 8 * fsl_plan.validity_bytes(form[1][0])
+            if form is not None and form[0] == "fsl_valid":  # a row's item validity bytes (each layer's), then its items
+                bits -= 8 * fsl_plan.row_validity_bytes(form[1][2])
             if (leaf.kind != "fixed" or form is None or form[0] not in ("flat", "fsl_valid") or form[1][0] * form[1][1] != bits
                     or bits != 8 * leaf.width):
                 raise Unsupported("this full-zip fixed-width layout")
@@ -1263,11 +1263,11 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         assert col.full_zip is not None
         fi = col.full_zip_at
         dst = leaf.slot_lo + vpos[fi] if leaf.kind == "var" else leaf.value_pos + vpos[fi] * leaf.width
-        items_at = leaf.item_pos + vpos[fi] * leaf.item_dim if leaf.item_dim else None
+        items_at = vpos[fi] if leaf.item_dim else None
         later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending,
                                     whole_rows=None if cut is None else ~cut.is_cut, items_at=items_at)
         if cut is not None:
-            _fullzip_run_work(unit, cut, spans, blobs, dst, def_at[fi], items_at)
+            _fullzip_run_work(unit, leaf, cut, spans, blobs, dst, def_at[fi], items_at)
     _fill_valid_items(unit, leaf, t, vpos, m.num_values)
     if leaf.kind == "var":
         path = leaf.path
@@ -1519,8 +1519,10 @@ class _FullZipTable:
     (``cols``), ``rep``, ``defs`` (the rows with repetition / definition levels), ``inv``
     (their invisible-level tables back to back) and ``inv_at`` (each one's first entry);
     ``all_walk``: ``walk`` is every row.  Rows of fixed-size lists with item validity
-    (``cols["idim"]`` > 0) are walked, control words or not: the walk splits each value
-    into its item validity bytes and its items."""
+    (``cols["idim"]`` > 0; nested lists' second layer ``cols["idim2"]``) are walked, control
+    words or not: the walk splits each value into its item validity bytes and its items;
+    ``ibefore``: per walk row, each of its two layers' ``before`` (its region's start, in
+    values of the leaf: :func:`item_regions`)."""
 
     indexed: np.ndarray
     copy: np.ndarray
@@ -1532,6 +1534,7 @@ class _FullZipTable:
     defs: np.ndarray
     inv: np.ndarray
     inv_at: np.ndarray
+    ibefore: np.ndarray
 
 
 def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list[np.ndarray]]:
@@ -1539,13 +1542,15 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
     definition bits, control word bytes, whether its values are fixed-width, their bytes
     (fixed: ``valb``, a row's item validity bytes included) or offset word bytes (variable),
     its invisible levels' count, the items of a fixed-size list value with item validity
-    (``idim``, 0: none) and the bytes each value leaves in the output (``outb``: ``valb``
-    less the validity bytes) (lists, one entry per layout), and its invisible-level tables;
-    made once per table (``memo``)."""
+    (``idim``, 0: none; a second layer's: ``idim2``) and where their layers' regions start
+    (``ib`` / ``ib2``: ``before``, :func:`item_regions`), and the bytes each value leaves in
+    the output (``outb``: ``valb`` less the validity bytes) (lists, one entry per layout), and
+    its invisible-level tables; made once per table (``memo``)."""
     got = t.memo.get("layout_facts")
     if got is not None:
         return got
-    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv", "idim", "outb")}
+    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv", "idim", "outb",
+                                              "idim2", "ib", "ib2")}
     invs = []
     for f in t.layouts:
         fz = f.body
@@ -1554,10 +1559,12 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
         inv = np.asarray(invisible_levels(f.layers), np.bool_).reshape(-1)
         valb = int(fz.bits_per_value) // 8 if fixed else 0
         form = encodings.device_full_zip_form(fz.value_compression) if fixed else None
-        idim = form[1][0] if form is not None and form[0] == "fsl_valid" else 0
+        valid = form[1][2] if form is not None and form[0] == "fsl_valid" else ()
+        (ib, idim), (ib2, idim2) = (*valid, (0, 0), (0, 0))[:2]
         for k, v in (("bits_rep", br), ("bits_def", bd), ("ctrl", _ctrl_bytes(br + bd)), ("fixed", fixed),
                      ("valb", valb), ("offb", 0 if fixed else int(fz.bits_per_offset) // 8),
-                     ("ninv", inv.size), ("idim", idim), ("outb", valb - (fsl_plan.validity_bytes(idim) if idim else 0))):
+                     ("ninv", inv.size), ("idim", idim), ("outb", valb - fsl_plan.row_validity_bytes(valid)),
+                     ("idim2", idim2), ("ib", ib), ("ib2", ib2)):
             facts[k].append(v)
         invs.append(inv)
     t.memo["layout_facts"] = (facts, invs)
@@ -1595,12 +1602,13 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
     cols = {
         "rows": rows[walk], "size": size0[walk], "iwidth": np.where(w_ix, iwidth[walk], 0), "stride": np.where(w_ix, 0, stride[walk]),
         "ctrl": per["ctrl"][walk], "bits_def": per["bits_def"][walk], "offb": per["offb"][walk], "valb": per["valb"][walk],
-        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk], "idim": per["idim"][walk],
+        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk], "idim": per["idim"][walk], "idim2": per["idim2"][walk],
     }
     inv_lo = miniblock.exclusive_scan(np.asarray(facts["ninv"], np.int64))[:-1][lay[walk]]
     inv = np.concatenate(invs)[miniblock.concat_ranges(inv_lo, inv_lo + cols["ninv"])] if invs else np.zeros(0, np.bool_)
     return _FullZipTable(indexed, np.flatnonzero(copy), (n * per["valb"])[copy], walk, bool(walk.size == len(t)), cols,
-                         per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1])
+                         per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1],
+                         np.stack([per["ib"][walk], per["ib2"][walk]], axis=1))
 
 
 def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
@@ -1633,7 +1641,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     npages = len(t)
     path = leaf.path
     dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
-    items_at = leaf.item_pos + d.vpos * leaf.item_dim if leaf.item_dim else None
+    items_at = d.vpos if leaf.item_dim else None
     _fill_valid_items(unit, leaf, t, d.vpos)
     rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
     def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
@@ -1645,7 +1653,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         if deferred is not None:  # (a page counted by its first buffer: its data, or its first span)
             unit.count_direct("full_zip_layout", int(deferred[ranges.first].sum()))
         _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, whole_rows=~cut.is_cut, items_at=items_at)
-        _fullzip_run_work(unit, cut, spans, blobs, dst, def_at, items_at)
+        _fullzip_run_work(unit, leaf, cut, spans, blobs, dst, def_at, items_at)
     elif whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
         add = unit.stage.add_buffer
         got = []
@@ -1935,8 +1943,9 @@ def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, 
     the device pre-pass: what depends on them (walk rows, fills) is returned as a function
     of every row's first levels; ``whole_rows``: the rows decoded whole (the others, cut
     by a row selection, have their runs' work from :func:`_fullzip_run_work`; their level
-    fills are made here with the others'), None: all; ``items_at``: each row's first item
-    validity byte (a leaf with item validity, :attr:`LeafPlan.item_pos`), None: none."""
+    fills are made here with the others'), None: all; ``items_at``: each row's first value in
+    the leaf, for a leaf with item validity (each of its layers' bytes placed by
+    :func:`_item_dst`), None: no item validity."""
     copy, copy_len = z.copy, z.copy_len
     if whole_rows is not None:
         keep = whole_rows[copy]
@@ -1970,21 +1979,35 @@ def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _F
             w, inv_at = z.walk[keep], inv_at[keep]
             cols, rep, defs = {k: v[keep] for k, v in z.cols.items()}, z.rep[keep], z.defs[keep]
         if inv_at.size:
-            item_dst = -1 if items_at is None else np.where(cols["idim"] > 0, items_at[w], -1)
+            ibefore = z.ibefore if whole_rows is None else z.ibefore[keep]
+            item_dst, item_dst2 = (-1, -1) if items_at is None else _item_dst(leaf, items_at[w], cols, ibefore)
             unit.fullzip.add(
                 **cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
                 rep_dst=np.where(rep, rep_at[w], -1), def_dst=np.where(defs, def_at[w], -1), val_dst=dst[w], item_dst=item_dst,
+                item_dst2=item_dst2,
             )
     if leaf.has_rep or leaf.has_def:
         table_level_fills(unit, leaf, t, rep_at, def_at)
 
 
-def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs: np.ndarray, dst: np.ndarray,
+def _item_dst(leaf: LeafPlan, vpos: np.ndarray, cols: dict[str, np.ndarray], ibefore: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where full-zip walk rows of ``leaf`` (their first values ``vpos``, their ``idim`` /
+    ``idim2`` in ``cols``, their layers' ``before`` in ``ibefore``: ``[rows, 2]``) write
+    the first item validity byte of each of their two layers (-1: the row has none):
+    :func:`item_regions`."""
+    out = []
+    for j, key in enumerate(("idim", "idim2")):
+        per = cols[key]
+        out.append(np.where(per > 0, leaf.item_pos + leaf.num_values * ibefore[:, j] + vpos * per, -1))
+    return out[0], out[1]
+
+
+def _fullzip_run_work(unit: UnitPlan, leaf: LeafPlan, cut: _FullZipCut, spans: np.ndarray, blobs: np.ndarray, dst: np.ndarray,
                       def_at: np.ndarray, items_at: np.ndarray | None = None) -> None:
     """The work of the row runs of a full-zip table's cut pages (:class:`_FullZipCut`; their
     spans staged at ``spans``, their rebased indexes at ``blobs``; ``dst``, ``def_at``: each
-    row's first value and definition level; ``items_at``: its first item validity byte,
-    None: no item validity), as :func:`_emit_fullzip_rows` gives it: runs of fixed values
+    row's first value and definition level; ``items_at``: its first value in ``leaf``, for a
+    leaf with item validity, None: none), as :func:`_emit_fullzip_rows` gives it: runs of fixed values
     without control words or item validity copied, the others one full-zip walk row each,
     the invisible-level table of each layout registered once."""
     per = cut.per
@@ -2010,13 +2033,17 @@ def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs
         page = np.searchsorted(np.asarray([j for j, _b in cut.blobs], np.int64), r[w][var])
         index[var] = blobs[page] + cut.entry[w][var] * cut.iwidth[w][var]
     lay = cut.layout[w]
+    item_dst: np.ndarray | int = -1
+    item_dst2: np.ndarray | int = -1
+    if items_at is not None:
+        sub = {"idim": per["idim"][w], "idim2": per["idim2"][w]}
+        item_dst, item_dst2 = _item_dst(leaf, items_at[r[w]] + cut.before[w], sub, np.stack([per["ib"][w], per["ib2"][w]], axis=1))
     unit.fullzip.add(
         rows=cut.length[w], data=run_pos[w], size=nbytes[w], index=index, iwidth=cut.iwidth[w],
         stride=np.where(fixed[w], per["ctrl"][w] + per["valb"][w], 0), ctrl=per["ctrl"][w], bits_def=per["bits_def"][w],
         offb=per["offb"][w], valb=per["valb"][w], inv=inv_pos[lay], ninv=ninv[lay], rep_dst=-1,
         def_dst=np.where(per["bits_def"][w] > 0, def_at[r[w]] + cut.before[w], -1), val_dst=val_dst[w], items=cut.length[w],
-        visible=cut.length[w], idim=per["idim"][w],
-        item_dst=-1 if items_at is None else np.where(per["idim"][w] > 0, items_at[r[w]] + cut.before[w] * per["idim"][w], -1),
+        visible=cut.length[w], idim=per["idim"][w], item_dst=item_dst, idim2=per["idim2"][w], item_dst2=item_dst2,
     )
 
 

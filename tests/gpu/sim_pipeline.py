@@ -49,6 +49,7 @@ from cuda_kernels import CorruptInputError, _device  # noqa: E402
 from lance_gpu.errors import CorruptFileError, GpuUnavailableError, UnsupportedEncodingError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
 from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
+from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fsl_plan  # noqa: E402
 from lance_gpu.file.reader import parse_layout  # noqa: E402
 from lance_gpu.gpu import CpuDecodeWarning, memory_limit  # noqa: E402
 from lance_gpu.gpu import read as gpu_read  # noqa: E402
@@ -3392,11 +3393,12 @@ def _nested_fsl(rng: np.random.Generator, n: int, d1: int, d2: int, t: pa.DataTy
 
 def _nested_fsl_batches(run: int) -> list[pa.RecordBatch]:
     """Batches of ``run`` rows of nested fixed-size lists (2 x 3 int32, 3 x 2 float64, 4 x 5
-    int8, 2 x 3 booleans: mini-block pages), each batch's nulls one of
+    int8, 2 x 3 booleans: mini-block pages; 2 x 64 float32: 512 bytes a value, full-zip
+    pages, each row's layers' validity bytes before its items), each batch's nulls one of
     :data:`_NESTED_FSL_MODES` (shifted per column, so every column meets every kind of page)."""
     out = []
     cols_of = (("n_i32_2x3", 2, 3, pa.int32()), ("n_f64_3x2", 3, 2, pa.float64()), ("n_i8_4x5", 4, 5, pa.int8()),
-               ("n_bool_2x3", 2, 3, pa.bool_()))
+               ("n_bool_2x3", 2, 3, pa.bool_()), ("z_f32_2x64", 2, 64, pa.float32()))
     for b in range(len(_NESTED_FSL_MODES)):
         rng = np.random.default_rng(40 + b)
         cols: dict[str, pa.Array] = {"id": pa.array(np.arange(b * run, (b + 1) * run), pa.int64())}
@@ -3420,8 +3422,9 @@ def _same_nested_items(got: pa.Table, ref: pa.Table, what: str) -> None:
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_nested_fixed_size_lists_with_item_validity_decode_on_the_gpu(root, version):
     """Nested fixed-size lists with item validity (mini-block pages of two layers of
-    FixedSizeList{has_validity}: both layers' validity buffers, either one's, none; all-null
-    pages; in one leaf) decode on the GPU (no CPU fallback: they raised there before) and
+    FixedSizeList{has_validity}: both layers' validity buffers, either one's, none; full-zip
+    pages with both layers' validity bytes in each row, either one's, none; all-null pages;
+    in one leaf) decode on the GPU (no CPU fallback: they raised there before) and
     equal pylance, each layer's items included (null under null rows and all-null pages as
     pylance reads them): ``to_table``, a filter, ``to_cudf`` in one unit and in several (each
     layer's mask on its list column), a take, and after deletions."""
@@ -3439,7 +3442,13 @@ def test_nested_fixed_size_lists_with_item_validity_decode_on_the_gpu(root, vers
             kind = layout.WhichOneof("layout")
             body = getattr(layout, kind)
             seen.add((kind, int(body.num_buffers) if kind == "mini_block_layout" else 0))
-    assert seen == {("mini_block_layout", 1), ("mini_block_layout", 2), ("mini_block_layout", 3), ("constant_layout", 0)}, seen
+        for page in file.column(5).pages:  # z_f32_2x64: full-zip rows of each layer's validity, both, neither
+            layout = parse_layout(page, DecodeContext("", 5))
+            kind = layout.WhichOneof("layout")
+            body = getattr(layout, kind)
+            seen.add((kind, sum(fsl_plan.layers(body.value_compression)[k][1] for k in range(2)) if kind == "full_zip_layout" else 0))
+    assert seen == {("mini_block_layout", 1), ("mini_block_layout", 2), ("mini_block_layout", 3), ("constant_layout", 0),
+                    ("full_zip_layout", 0), ("full_zip_layout", 1), ("full_zip_layout", 2)}, seen
     ours = lance_gpu.dataset(uri)
     _same_nested_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
     flt = "id % 7 = 3 OR id > 330"
@@ -3448,7 +3457,7 @@ def test_nested_fixed_size_lists_with_item_validity_decode_on_the_gpu(root, vers
     exp = ref.to_table(filter="id % 3 = 1")
     assert n == exp.num_rows
     _assert_cudf_layout(cols, exp, f"{version} to_cudf")
-    some = ["id", "n_i32_2x3", "n_f64_3x2"]
+    some = ["id", "n_i32_2x3", "z_f32_2x64"]
     with memory_limit(1):  # every (fragment, field) its own unit: item validity in the read's fixed arena
         cols, n = ours.scanner(columns=some, on_cpu_fallback="raise").to_cudf_columns()
         _assert_cudf_layout(cols, ref.to_table(columns=some), f"{version} to_cudf, several units")
@@ -3489,5 +3498,5 @@ def test_wide_boolean_fixed_size_lists_with_null_items_decode_on_the_gpu(root, v
     _same_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
     _same_items(ours.to_table(device="gpu", filter="id % 3 = 1", on_cpu_fallback="raise"), ref.to_table(filter="id % 3 = 1"),
                 f"{version} filter")
-    cols, n = ours.scanner(on_cpu_fallback="raise").to_cudf_columns()
+    cols, _n = ours.scanner(on_cpu_fallback="raise").to_cudf_columns()
     _assert_cudf_layout(cols, ref.to_table(), f"{version} to_cudf")

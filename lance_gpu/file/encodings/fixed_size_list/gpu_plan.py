@@ -20,13 +20,15 @@ then its items' rows as Flat values' (``copy``, or ``bits`` for boolean items;
 ``flat_plan.emit_items``).  pylance 14 marks each layer by its own nulls: items only (the
 inner-most layer), lists of items only (the outer), or both (three buffers).
 
-One layer with item validity in a full-zip page (each row, after its control word:
-``ceil(items / 8)`` bytes of its items' validity bits, LSB first, then its Flat items; what
-pylance writes for values of 256 bytes or more) is ``("fsl_valid", (items, bits))``: the
-full-zip walk spreads each row's bits to a byte per item and copies the items after them.
-Nested item validity in full-zip pages is decoded on the CPU; boolean items with item
+The same layers in a full-zip page (each row, after its control word, per layer with item
+validity, outer first: ``ceil(items so far / 8)`` bytes of that layer's validity bits, LSB
+first; then its Flat items; what pylance writes for values of 256 bytes or more) are
+``("fsl_valid", (items, bits, valid))`` too, at most two layers with item validity over
+whole-byte items: the full-zip walk spreads each row's bits to a byte per item of their
+layer (``idim`` / ``idim2``) and copies the items after them.  Boolean items with item
 validity are never full-zip in pylance 14 files (it writes them in mini-block pages
-whatever their size, and panics when a field asks for full-zip).
+whatever their size, and panics when a field asks for full-zip); the device leaves them to
+the CPU, as it does three or more layers with item validity.
 """
 
 from __future__ import annotations
@@ -123,14 +125,15 @@ def value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
 
 def full_zip_form(enc: Any) -> tuple | None:
     """``("flat", (items, bits))`` of full-zip FixedSizeList(Flat) values (copied), or
-    ``("fsl_valid", (items, bits))`` of one layer with item validity over whole-byte Flat
-    items (each row's validity bytes before its items: the module docstring); None with
-    nested item validity, boolean items with item validity or another inner encoding."""
-    if enc.fixed_size_list.has_validity:
-        got = valid_items(enc)
-        return None if got is None or got[1] % 8 else ("fsl_valid", got)
-    got = flat_items(enc)
-    return None if got is None else ("flat", got)
+    ``("fsl_valid", (items, bits, valid))`` of one or two layers with item validity over
+    whole-byte Flat items (each row's validity bytes, layer by layer, before its items: the
+    module docstring; ``valid`` as :func:`valid_layers`); None with boolean items with item
+    validity, three layers or more with it, or another inner encoding."""
+    if any(v for _n, v in layers(enc)):
+        got = valid_layers(enc)
+        return None if got is None or got[1] % 8 or len(got[2]) > 2 else ("fsl_valid", got)
+    flat = flat_items(enc)
+    return None if flat is None else ("flat", flat)
 
 
 def emit_values(unit: DeviceUnit, enc: Any, arg: tuple[int, int, tuple[tuple[int, int], ...]], ch: Any, dst: np.ndarray,
@@ -163,4 +166,11 @@ def validity_bytes(items: int) -> int:
     return (items + 7) // 8
 
 
-__all__ = ["emit_values", "flat_items", "full_zip_form", "layers", "valid_items", "valid_layers", "validity_bytes", "value_form"]
+def row_validity_bytes(valid: tuple[tuple[int, int], ...]) -> int:
+    """Bytes of one value's item validity in a full-zip row: every layer's (``valid``, as
+    :func:`valid_layers`)."""
+    return sum(validity_bytes(per) for _before, per in valid)
+
+
+__all__ = ["emit_values", "flat_items", "full_zip_form", "layers", "row_validity_bytes", "valid_items", "valid_layers",
+           "validity_bytes", "value_form"]
