@@ -3500,3 +3500,20 @@ def test_wide_boolean_fixed_size_lists_with_null_items_decode_on_the_gpu(root, v
                 f"{version} filter")
     cols, _n = ours.scanner(on_cpu_fallback="raise").to_cudf_columns()
     _assert_cudf_layout(cols, ref.to_table(), f"{version} to_cudf")
+
+
+def test_nested_fixed_size_list_uploads_keep_every_layer_of_item_validity():
+    """``DeviceColumn.from_arrow`` of nested fixed-size lists (a CPU decode handed to the
+    device) keeps each layer's item validity (``item_validity``, ``inner_item_validity``; it
+    kept none below the top before), and ``to_arrow`` and ``slice`` give them back."""
+    rng = np.random.default_rng(9)
+    arr = _nested_fsl(rng, 30, 3, 4, pa.int16(), "all").slice(4, 20)
+    col = DeviceColumn.from_arrow(arr)
+    assert col.item_validity is not None and len(col.inner_item_validity) == 1
+
+    def items(a: pa.FixedSizeListArray) -> pa.Array:  # the items of a's rows (``values`` ignores a slice)
+        return a.values.slice(a.offset * a.type.list_size, len(a) * a.type.list_size)
+
+    for got, want in ((col.to_arrow(), arr), (col.slice(3, 11).to_arrow(), arr.slice(3, 8))):
+        assert got.equals(want)
+        assert items(got).equals(items(want)) and items(items(got)).equals(items(items(want)))
