@@ -1612,6 +1612,15 @@ def test_nested_fixed_size_list_item_validity_is_planned_layer_by_layer(tmp_path
         (inner + 3 * run * d1 * d2, run * d1 * d2, b"\x01"),
         (inner + 4 * run * d1 * d2, run * d1 * d2, b"\x00"),
     ]
+    # under a list: refused (its own reason; the CPU reader decodes it)
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 3], pa.int32()), batches[2].column(0).slice(0, 3))
+    uri = str(tmp_path / "nested_lists")
+    lance.write_dataset(pa.table({"l": lists}), uri, data_storage_version="2.1")
+    snap = _snapshot(uri)
+    frag, field = snap.fragments[0], snap.lance_schema.fields[0]
+    src = frag.field_source(field)
+    with pytest.raises(plan.Unsupported, match=r"^nested fixed-size lists with item validity under a list$"):
+        plan.plan_field_leaves(frag.file_reader(src.path), snap.schema.field("l"), src.columns)
 
 
 @pytest.mark.parametrize("dim", [3, 64])

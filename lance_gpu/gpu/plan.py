@@ -796,6 +796,8 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     fsl_layers = _fsl_layers(arrow_type)  # (other leaves: no layout looked at again)
     if fsl_layers:
         _set_item_layers(leaf, _item_layers_of(sel.distinct, fsl_layers))
+        if len(leaf.item_layers) > 1 and any(f.has_rep for f in sel.distinct):
+            raise Unsupported("nested fixed-size lists with item validity under a list")
     leaf.page_bytes = sel.nbytes
     if not sel.ids:  # no page (an empty column): nothing to place
         return leaf
@@ -815,8 +817,6 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
     if (fsl_layers and not leaf.item_layers and leaf.constant_pages is not None
             and any(lp.values is None for lp in leaf.constant_pages) and not (leaf.has_rep and len(fsl_layers) > 1)):
         _set_item_layers(leaf, fsl_layers)  # (the items of its other pages: valid, _fill_valid_items)
-    if len(leaf.item_layers) > 1 and leaf.has_rep and any(any(_layers_written(f, 2)) for f in sel.distinct):
-        raise Unsupported("nested fixed-size lists with item validity under a list")
     if len(leaf.item_layers) > 1 and leaf.has_rep:
         _set_item_layers(leaf, ())  # (as before: all-null pages' items of nested lists under lists valid)
     return leaf
