@@ -5,6 +5,7 @@ pass's staged arena) laid out as::
 
     u16 num_levels | [u16 rep_bytes] | [u16 def_bytes] | nbuf sizes (u16, or u32 if large)
     | pad to 8 | rep bytes, pad 8 | def bytes, pad 8 | buffer 0, pad 8 | buffer 1, pad 8
+    | buffer 2, pad 8
 
 (the mini-block chunk of the Lance 2.1 / 2.2 file format; this module knows only these
 bytes).  Buffer 0 may hold *inline bit-packed blocks* of ``word``-byte words: per 1024
@@ -21,12 +22,13 @@ Per chunk ``i`` the caller gives (``int64`` columns): ``start``, ``size``, ``cou
 
     bit 0  rep_bytes present         bit 1  def_bytes present
     bit 2  u32 buffer sizes          bit 3  num_levels must equal count
-    bits 4..7  nbuf (0, 1 or 2)      bits 8..11  word bytes of inline blocks in buffer 0 (0: none)
+    bits 4..7  nbuf (0 to 3)         bits 8..11  word bytes of inline blocks in buffer 0 (0: none)
     bits 12..13  rep levels          bits 14..15  def levels (0: spans only, 1: inline
                                      bit-packed u16 blocks, 2: block-form RLE)
 
-and gets (``out``, ``int64[n, 12]``): ``num_levels``, rep ``(start, size)``, def ``(start,
-size)``, buffer 0 and buffer 1 ``(start, size)`` (positions in ``data``), the run counts of
+and gets (``out``, ``int64[n, 14]``): ``num_levels``, rep ``(start, size)``, def ``(start,
+size)``, buffers 0, 1 and 2 ``(start, size)`` (positions in ``data``; three buffers: nested
+fixed-size lists' two layers of item validity, then their items), the run counts of
 RLE rep and def sections, and a status: the OR of :data:`BAD_HEADER` (the chunk passes
 ``limit``, or a section or the padded header passes the chunk's end), :data:`BAD_LEVELS`
 (``num_levels != count`` where asked), :data:`BAD_BLOCKS` (an impossible bit width, a
@@ -53,7 +55,7 @@ cuda = LAZY_CUDA
 
 __all__ = [
     "BAD_BLOCKS", "BAD_HEADER", "BAD_LEVELS", "BAD_RLE_RANGE", "BAD_RLE_SHORT", "LEVELS_INLINE", "LEVELS_RLE",
-    "LEVELS_SPANS", "OUT_BUF0", "OUT_BUF1", "OUT_COLUMNS", "OUT_DEF", "OUT_DEF_RUNS", "OUT_LEVELS", "OUT_REP",
+    "LEVELS_SPANS", "OUT_BUF0", "OUT_BUF1", "OUT_BUF2", "OUT_COLUMNS", "OUT_DEF", "OUT_DEF_RUNS", "OUT_LEVELS", "OUT_REP",
     "OUT_REP_RUNS", "OUT_STATUS", "SHAPE_CHECK_LEVELS", "SHAPE_DEF", "SHAPE_DEF_LEVELS_AT", "SHAPE_LARGE",
     "SHAPE_NBUF_AT", "SHAPE_REP", "SHAPE_REP_LEVELS_AT", "SHAPE_WORD_AT", "block_rows", "level_block_offsets",
     "level_form", "parse_chunk_headers", "parse_chunk_headers_gpu", "shape_bits",
@@ -64,10 +66,10 @@ BAD_LEVELS = 2
 BAD_BLOCKS = 4
 BAD_RLE_SHORT = 8
 BAD_RLE_RANGE = 16
-#: columns of ``out``: levels, rep start/size, def start/size, buffer 0 start/size, buffer 1
-#: start/size, rep RLE runs, def RLE runs, status
-OUT_LEVELS, OUT_REP, OUT_DEF, OUT_BUF0, OUT_BUF1, OUT_REP_RUNS, OUT_DEF_RUNS, OUT_STATUS = 0, 1, 3, 5, 7, 9, 10, 11
-OUT_COLUMNS = 12
+#: columns of ``out``: levels, rep start/size, def start/size, buffer 0 / 1 / 2 start/size
+#: (one after the other), rep RLE runs, def RLE runs, status
+OUT_LEVELS, OUT_REP, OUT_DEF, OUT_BUF0, OUT_BUF1, OUT_BUF2, OUT_REP_RUNS, OUT_DEF_RUNS, OUT_STATUS = 0, 1, 3, 5, 7, 9, 11, 12, 13
+OUT_COLUMNS = 14
 #: ``shape`` flags and field positions (the module docstring)
 SHAPE_REP, SHAPE_DEF, SHAPE_LARGE, SHAPE_CHECK_LEVELS = 1, 2, 4, 8
 SHAPE_NBUF_AT, SHAPE_WORD_AT, SHAPE_REP_LEVELS_AT, SHAPE_DEF_LEVELS_AT = 4, 8, 12, 14
@@ -78,7 +80,7 @@ _LEVEL_BLOCKS_MAX = 64  # ceil(65535 / 1024): blocks of a u16 in-band level coun
 
 def shape_bits(has_rep, has_def, large, check_levels, nbuf, inline_word, rep_levels=LEVELS_SPANS, def_levels=LEVELS_SPANS):
     """The ``shape`` bit set of a chunk (see the module docstring)."""
-    if not 0 <= nbuf <= 2 or inline_word not in (0, 1, 2, 4, 8) or not {rep_levels, def_levels} <= {0, 1, 2}:
+    if not 0 <= nbuf <= 3 or inline_word not in (0, 1, 2, 4, 8) or not {rep_levels, def_levels} <= {0, 1, 2}:
         msg = f"chunk shape nbuf={nbuf} inline_word={inline_word} levels={rep_levels},{def_levels} out of range"
         raise ValueError(msg)
     return (SHAPE_REP * int(has_rep) | SHAPE_DEF * int(has_def) | SHAPE_LARGE * int(large)
@@ -240,6 +242,7 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
         p += 2
     b0 = np.int64(0)
     b1 = np.int64(0)
+    b2 = np.int64(0)
     for b in range(nbuf):
         v = _u16(data, p)
         if large:
@@ -249,8 +252,10 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
             p += 2
         if b == 0:
             b0 = v
-        else:
+        elif b == 1:
             b1 = v
+        else:
+            b2 = v
     p = s + ((p - s + 7) // 8) * 8
     status = np.int64(0)
     if has_rep:
@@ -264,6 +269,9 @@ def _parse_chunk(data, i, start, size, count, limit, shape, block_first, out, bl
         status |= bad
     if nbuf >= 2:
         p, bad = _section(out, i, OUT_BUF1, p, b1, end)
+        status |= bad
+    if nbuf >= 3:
+        p, bad = _section(out, i, OUT_BUF2, p, b2, end)
         status |= bad
     if p - 8 > end:
         status |= BAD_HEADER

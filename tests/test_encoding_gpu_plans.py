@@ -340,16 +340,31 @@ def test_value_emitters_write_each_family_work_list():
     # + value * items, before buffer 1's items as Flat's (copied; 1-bit items spread)
     unit = _Unit()
     fsl_valid = encodings.device_value_emitter("fsl_valid")
-    ch = _chunks([[[8, 4], [12, 120]], [[132, 1], [133, 24]]], [10, 2], value=np.array([0, 10]), item_base=np.array([500, 500]))
-    fsl_valid(unit, None, (3, 32), ch, dst, CTX)
+    one = ((0, 3),)  # one layer: its region from item_base, 3 bytes a value
+
+    def fchunks(bufs, counts, value, base, nv=(60, 60)):
+        return _chunks(bufs, counts, value=np.array(value), item_base=np.array(base), item_values=np.array(nv[: len(counts)]))
+
+    ch = fchunks([[[8, 4], [12, 120], [0, 0]], [[132, 1], [133, 24], [0, 0]]], [10, 2], [0, 10], [500, 500])
+    fsl_valid(unit, None, (3, 32, one), ch, dst, CTX)
     assert unit.bits.rows == [{"src": [64, 1056], "count": [30, 6], "dst": [500, 530]}]
     assert unit.copy_fixed.rows == [{"src": [12, 133], "len": [120, 24], "dst": [100, 140]}]
-    fsl_valid(unit, None, (3, 1), _chunks([[[8, 4], [12, 4]]], [10], value=np.array([4]), item_base=np.array([500])), dst[:1], CTX)
+    fsl_valid(unit, None, (3, 1, one), fchunks([[[8, 4], [12, 4], [0, 0]]], [10], [4], [500]), dst[:1], CTX)
     assert unit.bits.rows[1:] == [{"src": [64], "count": [30], "dst": [512]}, {"src": [96], "count": [30], "dst": [100]}]
     with pytest.raises(CorruptFileError, match="fixed-size-list validity chunk shorter than its items"):
-        fsl_valid(unit, None, (3, 32), _chunks([[[8, 3], [12, 120]]], [10], value=np.array([0]), item_base=np.array([0])), dst[:1], CTX)
+        fsl_valid(unit, None, (3, 32, one), fchunks([[[8, 3], [12, 120], [0, 0]]], [10], [0], [0]), dst[:1], CTX)
     with pytest.raises(CorruptFileError, match="flat chunk shorter"):
-        fsl_valid(unit, None, (3, 32), _chunks([[[8, 4], [12, 119]]], [10], value=np.array([0]), item_base=np.array([0])), dst[:1], CTX)
+        fsl_valid(unit, None, (3, 32, one), fchunks([[[8, 4], [12, 119], [0, 0]]], [10], [0], [0]), dst[:1], CTX)
+    # nested, both layers (2 lists of 3 items): buffer 0 the lists' bits (2 a value, region from
+    # item_base), buffer 1 the items' (6 a value, region from item_base + 2 * the leaf's values),
+    # buffer 2 the items
+    unit = _Unit()
+    two = ((0, 2), (2, 6))
+    fsl_valid(unit, None, (6, 32, two), fchunks([[[8, 3], [16, 8], [24, 240]]], [10], [5], [500], (60,)), dst[:1], CTX)
+    assert unit.bits.rows == [{"src": [64], "count": [20], "dst": [510]}, {"src": [128], "count": [60], "dst": [500 + 120 + 30]}]
+    assert unit.copy_fixed.rows == [{"src": [24], "len": [240], "dst": [100]}]
+    with pytest.raises(CorruptFileError, match="fixed-size-list validity chunk shorter than its items"):
+        fsl_valid(unit, None, (6, 32, two), fchunks([[[8, 3], [16, 7], [24, 240]]], [10], [5], [500], (60,)), dst[:1], CTX)
     encodings.device_value_emitter("var")(unit, None, 4, _chunks([[[8, 90]], [[98, 7]]], [3, 1]), np.array([5, 8]), CTX)
     assert unit.var_chunks.rows == [{"start": [8, 98], "size": [90, 7], "width": 4, "count": [3, 1], "dst": [5, 8]}]
     rle = _levels("rle", 32)
@@ -455,21 +470,27 @@ def test_value_forms_name_the_family_and_refuse_with_the_reason():
     fsl.fixed_size_list.values.flat.bits_per_value = 1
     assert encodings.device_value_form(fsl, _leaf("bool", 3), 1) == ("flat", (3, 1))
     fsl.fixed_size_list.has_validity = True  # item validity: a chunk buffer of bits before the items
-    assert encodings.device_value_form(fsl, _leaf("bool", 3), 2) == ("fsl_valid", (3, 1))
+    assert encodings.device_value_form(fsl, _leaf("bool", 3), 2) == ("fsl_valid", (3, 1, ((0, 3),)))
     fsl.fixed_size_list.values.flat.bits_per_value = 32
-    assert encodings.device_value_form(fsl, _leaf("fixed", 12), 2) == ("fsl_valid", (3, 32))
+    assert encodings.device_value_form(fsl, _leaf("fixed", 12), 2) == ("fsl_valid", (3, 32, ((0, 3),)))
     with pytest.raises(DeviceUnsupported, match=r"^fixed-size list with item validity in 1 chunk buffers$"):
         encodings.device_value_form(fsl, _leaf("fixed", 12), 1)
     with pytest.raises(DeviceUnsupported, match=r"^32-bit Flat values for int64$"):
         encodings.device_value_form(fsl, _leaf("fixed", 8, pa.int64()), 2)
     nested = pb.CompressiveEncoding()
     nested.fixed_size_list.items_per_value = 2
-    nested.fixed_size_list.values.CopyFrom(fsl)  # item validity of the inner layer: on the CPU
-    with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
+    nested.fixed_size_list.values.CopyFrom(fsl)  # item validity of the inner layer: its region after the outer's
+    assert encodings.device_value_form(nested, _leaf("fixed", 24), 2) == ("fsl_valid", (6, 32, ((2, 6),)))
+    with pytest.raises(DeviceUnsupported, match=r"^fixed-size list with item validity in 1 chunk buffers$"):
         encodings.device_value_form(nested, _leaf("fixed", 24), 1)
-    nested.fixed_size_list.has_validity = True
-    with pytest.raises(DeviceUnsupported, match=r"^nested fixed-size lists with item validity"):
-        encodings.device_value_form(nested, _leaf("fixed", 24), 3)
+    nested.fixed_size_list.has_validity = True  # both layers: three chunk buffers
+    assert encodings.device_value_form(nested, _leaf("fixed", 24), 3) == ("fsl_valid", (6, 32, ((0, 2), (2, 6))))
+    assert fixed_size_list_plan.full_zip_form(nested) == ("fsl_valid", (6, 32, ((0, 2), (2, 6))))
+    nested.fixed_size_list.values.fixed_size_list.has_validity = False  # the outer layer's only
+    assert encodings.device_value_form(nested, _leaf("fixed", 24), 2) == ("fsl_valid", (6, 32, ((0, 2),)))
+    nested.fixed_size_list.values.fixed_size_list.values.flat.data.scheme = 2  # compressed items: on the CPU
+    with pytest.raises(DeviceUnsupported, match=r"^fixed-size lists with item validity over items other than Flat$"):
+        encodings.device_value_form(nested, _leaf("fixed", 24), 2)
     inline = _levels("inline_bitpacking", 64)
     assert encodings.device_value_form(inline, _leaf("fixed", 8), 1) == ("inline_bitpacking", 64)
     with pytest.raises(DeviceUnsupported, match=r"^this InlineBitpacking layout$"):
@@ -513,8 +534,9 @@ def test_level_and_full_zip_forms_through_the_registry():
 
 def test_fixed_size_lists_are_flat_items_without_item_validity():
     """Nested FixedSizeList(2, FixedSizeList(3, Flat32)) is 6 items of 32 bits per value, in
-    mini-block and full-zip pages alike; item validity at any layer, or compressed Flat items,
-    leave it to the CPU."""
+    mini-block and full-zip pages alike; compressed Flat items leave it to the CPU; item
+    validity at a layer makes it the ``fsl_valid`` form (mini-block pages: a chunk buffer per
+    such layer before the items; full-zip pages: each row's validity bytes before its items)."""
     enc = pb.CompressiveEncoding()
     enc.fixed_size_list.items_per_value = 2
     inner = enc.fixed_size_list.values.fixed_size_list
@@ -530,9 +552,10 @@ def test_fixed_size_lists_are_flat_items_without_item_validity():
     inner.values.flat.ClearField("data")
     inner.has_validity = True
     assert fixed_size_list_plan.flat_items(enc) is None
-    with pytest.raises(DeviceUnsupported, match=r"^fixed_size_list values in mini-block pages$"):
+    with pytest.raises(DeviceUnsupported, match=r"^fixed-size list with item validity in 1 chunk buffers$"):
         encodings.device_value_form(enc, _leaf("fixed", 24), 1)
-    assert encodings.device_full_zip_form(enc) is None  # (nested item validity: the CPU)
+    assert encodings.device_value_form(enc, _leaf("fixed", 24), 2) == ("fsl_valid", (6, 32, ((2, 6),)))
+    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (6, 32, ((2, 6),)))  # (walked: the inner layer's bytes)
 
 
 def test_full_zip_fixed_size_lists_with_item_validity_are_split_by_the_walk():
@@ -543,10 +566,22 @@ def test_full_zip_fixed_size_lists_with_item_validity_are_split_by_the_walk():
     enc.fixed_size_list.items_per_value = 13
     enc.fixed_size_list.has_validity = True
     enc.fixed_size_list.values.flat.bits_per_value = 16
-    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (13, 16))
+    assert encodings.device_full_zip_form(enc) == ("fsl_valid", (13, 16, ((0, 13),)))
     assert fixed_size_list_plan.validity_bytes(13) == 2 and fixed_size_list_plan.validity_bytes(64) == 8
     enc.fixed_size_list.values.flat.bits_per_value = 1
     assert encodings.device_full_zip_form(enc) is None
+    nested = pb.CompressiveEncoding()  # 2 lists of 13 (two layers: 1 + 4 validity bytes a row, walked into two regions)
+    nested.fixed_size_list.items_per_value = 2
+    nested.fixed_size_list.has_validity = True
+    enc.fixed_size_list.values.flat.bits_per_value = 16
+    nested.fixed_size_list.values.CopyFrom(enc)
+    assert encodings.device_full_zip_form(nested) == ("fsl_valid", (26, 16, ((0, 2), (2, 26))))
+    assert fixed_size_list_plan.row_validity_bytes(((0, 2), (2, 26))) == 5
+    triple = pb.CompressiveEncoding()  # three layers with item validity: the CPU
+    triple.fixed_size_list.items_per_value = 2
+    triple.fixed_size_list.has_validity = True
+    triple.fixed_size_list.values.CopyFrom(nested)
+    assert encodings.device_full_zip_form(triple) is None
 
 
 def test_inline_word_is_the_packed_word_of_inline_bitpacking_only():

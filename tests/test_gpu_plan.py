@@ -210,7 +210,7 @@ def _prepass_matches_the_host_parser(uri, rows: np.ndarray | None = None) -> int
                 lo, hi = int(table.bounds[row]), int(table.bounds[row + 1])
                 assert hi - lo == counts.size, (leaf.path, leaf.column, r)
                 assert np.array_equal(table.counts[lo:hi], counts) and np.array_equal(out[lo:hi, chk.OUT_LEVELS], levels)
-                spans = [(rep, chk.OUT_REP), (dfn, chk.OUT_DEF)] + [(vals[:, b], chk.OUT_BUF0 + 2 * b) for b in range(min(vals.shape[1], 2))]
+                spans = [(rep, chk.OUT_REP), (dfn, chk.OUT_DEF)] + [(vals[:, b], chk.OUT_BUF0 + 2 * b) for b in range(min(vals.shape[1], 3))]
                 for want, col in spans:
                     size = out[lo:hi, col + 1]
                     assert np.array_equal(size, want[:, 1]), (leaf.path, leaf.column, r, col)
@@ -1560,12 +1560,67 @@ def test_fixed_size_list_item_validity_is_planned_as_bits_to_bytes(tmp_path):
         return SimpleNamespace(kind=kind, dictionary=False, num_buffers=2 if valid else 1, body=mb, has_rep=has_rep)
 
     has_rep = False
-    assert plan._item_validity_dim([facts(True), facts(True)], dim) == dim
-    assert plan._item_validity_dim([facts(False)], dim) == 0
-    assert plan._item_validity_dim([facts(True), facts(False), facts(False, "constant_layout")], dim) == dim
+    assert plan._item_layers_of([facts(True), facts(True)], (dim,)) == (dim,)
+    assert plan._item_layers_of([facts(False)], (dim,)) == ()
+    assert plan._item_layers_of([facts(True), facts(False), facts(False, "constant_layout")], (dim,)) == (dim,)
     has_rep = True  # (under a list too)
-    assert plan._item_validity_dim([facts(False)], dim) == 0
-    assert plan._item_validity_dim([facts(True), facts(False)], dim) == dim
+    assert plan._item_layers_of([facts(False)], (dim,)) == ()
+    assert plan._item_layers_of([facts(True), facts(False)], (dim,)) == (dim,)
+
+
+def test_nested_fixed_size_list_item_validity_is_planned_layer_by_layer(tmp_path):
+    """Nested fixed-size lists (2 lists of 3 items) whose mini-block pages carry item
+    validity in the outer layer, the inner, both (three chunk buffers) or neither, beside an
+    all-null page: the leaf gets both layers (``item_layers`` (2, 6), 8 bytes a value), each
+    layer's region after the one above it; the pages' validity buffers are spread to their
+    own layer's bytes (bits rows over every item of the pages carrying it), the layers a
+    page does not carry are filled valid, the all-null page's null in both."""
+    import pyarrow as pa
+
+    run, d1, d2 = 40, 2, 3
+    rng = np.random.default_rng(3)
+
+    def batch(outer: bool, inner: bool, all_null: bool = False) -> pa.RecordBatch:
+        items = pa.array(np.arange(run * d1 * d2, dtype=np.int32), mask=(rng.random(run * d1 * d2) < 0.2) if inner else None)
+        mid = pa.FixedSizeListArray.from_arrays(items, d2, mask=pa.array(rng.random(run * d1) < 0.2) if outer else None)
+        rows = pa.array(np.full(run, True)) if all_null else None
+        return pa.record_batch({"v": pa.FixedSizeListArray.from_arrays(mid, d1, mask=rows)})
+
+    batches = [batch(True, False), batch(False, True), batch(True, True), batch(False, False), batch(False, False, True)]
+    uri = str(tmp_path / "nested")
+    lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), uri, data_storage_version="2.1",
+                        max_page_bytes=256, data_cache_bytes=256)
+    (leaf,) = _leaves(uri)
+    n = 5 * run
+    assert leaf.item_layers == (d1, d1 * d2) and leaf.item_dim == d1 + d1 * d2 and leaf.num_values == n
+    unit = plan.UnitPlan()
+    plan.place_leaf(unit, leaf)
+    headers.parse_and_emit_on_host(unit)
+    outer, inner = leaf.item_pos, leaf.item_pos + n * d1  # the layers' regions, layer after layer
+    bits = unit.bits.arrays()
+    spans = sorted(zip((bits["dst"]).tolist(), bits["count"].tolist(), strict=True))
+    got_outer = sum(c for d, c in spans if outer <= d < inner)
+    got_inner = sum(c for d, c in spans if inner <= d < inner + n * d1 * d2)
+    assert (got_outer, got_inner) == (2 * run * d1, 2 * run * d1 * d2)  # the pages carrying each layer, every item
+    assert min(d for d, _c in spans) == outer and max(d + c for d, c in spans) == inner + 3 * run * d1 * d2
+    fills = sorted((d, size, pat) for d, size, pat in unit.fill_fixed if outer <= d < inner + n * d1 * d2)
+    assert fills == [
+        (outer + run * d1, run * d1, b"\x01"),  # batch 1 carries the inner layer only
+        (outer + 3 * run * d1, run * d1, b"\x01"),  # batch 3 neither
+        (outer + 4 * run * d1, run * d1, b"\x00"),  # the all-null page
+        (inner, run * d1 * d2, b"\x01"),  # batch 0 carries the outer layer only
+        (inner + 3 * run * d1 * d2, run * d1 * d2, b"\x01"),
+        (inner + 4 * run * d1 * d2, run * d1 * d2, b"\x00"),
+    ]
+    # under a list: refused (its own reason; the CPU reader decodes it)
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 3], pa.int32()), batches[2].column(0).slice(0, 3))
+    uri = str(tmp_path / "nested_lists")
+    lance.write_dataset(pa.table({"l": lists}), uri, data_storage_version="2.1")
+    snap = _snapshot(uri)
+    frag, field = snap.fragments[0], snap.lance_schema.fields[0]
+    src = frag.field_source(field)
+    with pytest.raises(plan.Unsupported, match=r"^nested fixed-size lists with item validity under a list$"):
+        plan.plan_field_leaves(frag.file_reader(src.path), snap.schema.field("l"), src.columns)
 
 
 @pytest.mark.parametrize("dim", [3, 64])

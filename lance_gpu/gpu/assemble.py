@@ -42,7 +42,7 @@ from lance_gpu.gpu import _array
 from lance_gpu.gpu._array import DeviceArray
 from lance_gpu.gpu.columns import DeviceColumn, _storage
 from lance_gpu.gpu.decode import UnitBuffers
-from lance_gpu.gpu.plan import FieldPlan, LeafPlan, output_columns
+from lance_gpu.gpu.plan import FieldPlan, LeafPlan, item_regions, output_columns
 from lance_gpu.gpu.readlists import ReadLists
 from lance_gpu.gpu.validity import Validity
 
@@ -197,10 +197,11 @@ def _leaf_column(t: pa.DataType, leaf: LeafPlan, slots: _Slots, bufs: UnitBuffer
         return DeviceColumn(t, n, slots.validity, bufs.var_bytes, offsets, _nulls=slots.nulls, span=span,
                             cudf_offsets=bufs.cudf_offsets_of(leaf.slot_lo, n))
     data = bufs.fixed[leaf.value_pos : leaf.value_pos + n * leaf.width]
-    items = None
-    if leaf.item_dim:  # fixed-size lists with item validity: a byte per item
-        items = Validity.of_bytes(bufs.fixed[leaf.item_pos : leaf.item_pos + n * leaf.item_dim])
-    return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls, item_validity=items)
+    # fixed-size lists with item validity: a byte per item, layer after layer (the outer
+    # layer's items: item_validity; nested layers': inner_item_validity)
+    layers = [Validity.of_bytes(bufs.fixed[at : at + size]) for at, size in item_regions(leaf, 0, n)]
+    return DeviceColumn(t, n, slots.validity, data, _nulls=slots.nulls, item_validity=layers[0] if layers else None,
+                        inner_item_validity=tuple(layers[1:]))
 
 
 def _build(t: pa.DataType, leaves: list[_Leaf], cursor: list[int], depth: int, bufs: UnitBuffers, path: str) -> DeviceColumn:

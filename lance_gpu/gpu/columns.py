@@ -9,7 +9,8 @@ A :class:`DeviceColumn` has the Arrow layout, with two device-friendly choices:
   Arrow uploads give) or one bool byte per slot (gathers of bytes), each made from the
   other once, on demand (see :mod:`lance_gpu.gpu.validity`); a device bool array given to
   the constructor is taken as the bytes; a fixed-size list's item validity
-  (``item_validity``) is a Validity of ``length * list_size`` slots the same way;
+  (``item_validity``) is a Validity of ``length * list_size`` slots the same way, and a
+  nested fixed-size list's deeper layers' (``inner_item_validity``) one per layer;
 * booleans are one byte per value (cuDF's BOOL8); fixed-size lists are fixed-width values
   (``data`` holds ``length * width`` bytes, booleans one byte per item);
 * ``offsets`` (strings, binary, lists, maps) are int64 and may start above 0: they index
@@ -67,6 +68,11 @@ class DeviceColumn:
     #: words from an Arrow upload, bytes from a gather; a device bool array given here is
     #: taken as the bytes), when an item is null; None: every item valid
     item_validity: Validity | None = None
+    #: a nested fixed-size list's item validity below the first layer, one per layer (the
+    #: items of the lists ``item_validity`` covers, and so on down): layer ``k`` over
+    #: ``length * list_size * ...`` slots (the list sizes of the layers down to it), None where
+    #: every item of that layer is valid; empty: none below the first (every item valid)
+    inner_item_validity: tuple[Validity | None, ...] = ()
     #: ``(offsets, row)``: this column's offsets also written in cuDF's layout by the decode,
     #: as rows ``[row, row + length]`` of ``offsets`` (int32 from 0), the offsets of the unit's
     #: output column it is a fragment's part of (:class:`lance_gpu.gpu.decode.CudfOffsets`);
@@ -123,7 +129,10 @@ class DeviceColumn:
         items = None
         if self.item_validity is not None:
             items = self.item_validity.slice(lo * s.list_size, hi * s.list_size)
-        return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls, item_validity=items)
+        inner = tuple(None if v is None else v.slice(lo * per, hi * per)
+                      for v, per in zip(self.inner_item_validity, fsl_layer_items(s)[1:], strict=False))
+        return DeviceColumn(self.type, n, validity, self.data[lo * w : hi * w], _nulls=nulls, item_validity=items,
+                            inner_item_validity=inner)
 
     def field(self, index: int) -> DeviceColumn:
         """Child ``index`` of a struct column, null where the struct is null (as
@@ -168,7 +177,7 @@ class DeviceColumn:
                     offs = offs.astype(np.int32)
                 arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)])
         else:
-            arr = _fixed_to_arrow(s, n, self.data, mask, self.item_validity)
+            arr = _fixed_to_arrow(s, n, self.data, mask, (self.item_validity, *self.inner_item_validity))
         if getattr(t, "extension_name", None) == "arrow.json":
             # Lance JSON: the device holds the stored JSONB documents; the text is made here, as
             # the CPU reader makes it (lance_gpu.file.arrow.values_to_arrow)
@@ -239,10 +248,15 @@ class DeviceColumn:
             kind, w = leaf_kind(t)
         except Unsupported as exc:
             raise TypeError(f"cannot upload a column of {t}: {exc}") from exc
-        items = None
-        if pa.types.is_fixed_size_list(s) and not pa.types.is_fixed_size_list(s.value_type):
-            items = Validity.of_arrow(arr.values.slice(arr.offset * s.list_size, n * s.list_size))  # words: no launch
-        return cls(t, n, validity, _array.upload(_fixed_bytes(s, arr, kind, w)), item_validity=items)
+        layers: list[Validity | None] = []  # each fixed-size list layer's items' (words: no launch)
+        inner, at, count = arr, arr.offset, n
+        while pa.types.is_fixed_size_list(_storage(inner.type)):
+            size = _storage(inner.type).list_size
+            inner = inner.storage if isinstance(inner, pa.ExtensionArray) else inner
+            inner, at, count = inner.values, at * size, count * size
+            layers.append(Validity.of_arrow(inner.slice(at, count)))
+        return cls(t, n, validity, _array.upload(_fixed_bytes(s, arr, kind, w)), item_validity=layers[0] if layers else None,
+                   inner_item_validity=tuple(layers[1:]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,10 +267,24 @@ def _host_bitmap(validity) -> pa.Buffer:
     return pa.py_buffer(_array.to_host(ck.validity_to_bitmap_gpu(validity)))
 
 
-def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None, items: Validity | None = None) -> pa.Array:
+def fsl_layer_items(s: pa.DataType) -> list[int]:
+    """Items per value of each fixed-size list layer of ``s``, outer first (``[2, 6]`` for
+    lists of 2 lists of 3)."""
+    out, n = [], 1
+    while pa.types.is_fixed_size_list(s):
+        n *= s.list_size
+        out.append(n)
+        s = _storage(s.value_type)
+    return out
+
+
+def _fixed_to_arrow(s: pa.DataType, n: int, data, mask: pa.Buffer | None, items: tuple[Validity | None, ...] = ()) -> pa.Array:
+    """An Arrow array of ``n`` fixed-width values of ``s`` (``data``, ``mask``); a
+    fixed-size list's items' validity per layer in ``items``, outer first."""
     if pa.types.is_fixed_size_list(s):
-        inner_mask = items.host_bitmap() if items is not None and n else None
-        inner = _fixed_to_arrow(s.value_type, n * s.list_size, data, inner_mask)
+        first = items[0] if items else None
+        inner_mask = first.host_bitmap() if first is not None and n else None
+        inner = _fixed_to_arrow(s.value_type, n * s.list_size, data, inner_mask, items[1:])
         return pa.Array.from_buffers(s, n, [mask], children=[inner])
     if pa.types.is_boolean(s):
         bits = _host_bitmap(data[:n].view(np.bool_)) if n else pa.py_buffer(b"")

@@ -184,7 +184,7 @@ from cuda_kernels.pieces import (
 from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, decode
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage
+from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage, fsl_layer_items
 from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
 from lance_gpu.gpu.validity import Validity
@@ -298,8 +298,8 @@ class CudfColumn:
 class _Out:
     """An output column being planned: where its buffers go in the arenas."""
 
-    __slots__ = ("children", "counter", "data", "depth", "holds", "items", "length", "mask", "mask_view", "nulls", "offsets",
-                 "offsets_view", "span", "type", "unknown", "vpieces")
+    __slots__ = ("children", "counter", "data", "depth", "holds", "inner_items", "items", "length", "mask", "mask_view", "nulls",
+                 "offsets", "offsets_view", "span", "type", "unknown", "vpieces")
 
     def __init__(self, t: pa.DataType, length: int) -> None:
         self.type = t
@@ -318,6 +318,9 @@ class _Out:
         self.children: list[_Out] = []
         self.depth = 0  # struct children of a column with a mask: their parent's + 1
         self.items: _Out | None = None  # a fixed-size list's items (their validity: cudf children[0], device item_validity)
+        #: a nested fixed-size list's deeper layers' items (cudf: children[0].children[0] and
+        #: down; device: inner_item_validity), None for a layer no piece has validity of
+        self.inner_items: list[_Out | None] = []
         #: a struct's: every piece's children hold its nulls (``DeviceColumn.children_hold_nulls``)
         self.holds = False
         #: a struct's validity pieces where its mask is a view (``mask_view``): packed into the
@@ -334,15 +337,23 @@ class _Slots(Protocol):
     _nulls: int | None
 
 
+def _layer_validity(col: DeviceColumn, k: int) -> Validity | None:
+    """The validity of fixed-size list layer ``k``'s items of ``col`` (0: ``item_validity``)."""
+    if k == 0:
+        return col.item_validity
+    return col.inner_item_validity[k - 1] if k - 1 < len(col.inner_item_validity) else None
+
+
 class _ItemSlots:
-    """What :meth:`_Builder._validity` reads of a fixed-size list's items: their validity
-    (``item_validity``) over ``length * dim`` slots, nulls not known on the host."""
+    """What :meth:`_Builder._validity` reads of a fixed-size list's items of layer ``k``
+    (0: the outer list's): their validity (:func:`_layer_validity`) over ``length * per``
+    slots, nulls not known on the host."""
 
     __slots__ = ("_nulls", "length", "validity")
 
-    def __init__(self, col: DeviceColumn, dim: int) -> None:
-        self.validity: Validity | None = col.item_validity
-        self.length = col.length * dim
+    def __init__(self, col: DeviceColumn, per: int, k: int = 0) -> None:
+        self.validity: Validity | None = _layer_validity(col, k)
+        self.length = col.length * per
         self._nulls: int | None = None
 
 
@@ -824,16 +835,28 @@ class _Builder:
         out.data = self._place([(col.data, lo * w, (hi - lo) * w) for col, lo, hi in pieces], n * w, aligned=True, width=w)
         if self.cudf and pa.types.is_fixed_size_list(s):
             self._fsl(out, s, n, out.data)
-        if pa.types.is_fixed_size_list(s) and any(col.item_validity is not None for col, _lo, _hi in pieces):
-            self._item_validity(out, s.list_size, pieces)
+        if pa.types.is_fixed_size_list(s):
+            self._item_validity(out, s, pieces)
         return out, later
 
-    def _item_validity(self, out: _Out, dim: int, pieces: Sequence[Piece]) -> None:
-        """A fixed-size list's item validity (one layer of items) placed like a column's:
-        the items of rows ``[lo, hi)`` of a piece are its item slots ``[lo * dim, hi * dim)``."""
-        items = out.children[0] if out.children else _Out(out.type, out.length * dim)
-        out.items = items
-        self._validity(items, [(_ItemSlots(col, dim), lo * dim, hi * dim) for col, lo, hi in pieces])
+    def _item_validity(self, out: _Out, s: pa.DataType, pieces: Sequence[Piece]) -> None:
+        """A fixed-size list's item validity, layer by layer, each placed like a column's
+        (a layer no piece has validity of: none): the items of rows ``[lo, hi)`` of a piece
+        are its layer's item slots ``[lo * per, hi * per)`` (``per``: the layer's items per
+        value).  In the cuDF layout each layer's is its list column's items' mask."""
+        holder: _Out | None = out
+        for k, per in enumerate(fsl_layer_items(s)):
+            holder = holder.children[0] if holder is not None and holder.children else None
+            if not any(_layer_validity(col, k) is not None for col, _lo, _hi in pieces):
+                if k:
+                    out.inner_items.append(None)
+                continue
+            items = holder if holder is not None else _Out(out.type, out.length * per)
+            if k:
+                out.inner_items.append(items)
+            else:
+                out.items = items
+            self._validity(items, [(_ItemSlots(col, per, k), lo * per, hi * per) for col, lo, hi in pieces])
 
     def _fsl_items(self, s: pa.DataType, n: int, data: tuple[DeviceArray | None, int, int]) -> _Out:
         """The items of a fixed-size list in cuDF's list form (viewing the list's bytes,
@@ -1095,11 +1118,14 @@ def _launch(b: _Builder, tops: list[_Out]) -> list:
         if validity is None and o.mask is not None and not (known and not o.nulls):
             validity = Validity.of_words(valid[o.mask : o.mask + _mask_words(o.length)], 0, o.length)
         span = None if o.offsets is None else (0, o.span)
-        items = None
-        if o.items is not None and o.items.mask is not None:
-            items = Validity.of_words(valid[o.items.mask : o.items.mask + _mask_words(o.items.length)], 0, o.items.length)
+        def words(items: _Out | None) -> Validity | None:
+            if items is None or items.mask is None:
+                return None
+            return Validity.of_words(valid[items.mask : items.mask + _mask_words(items.length)], 0, items.length)
+
+        inner = tuple(words(x) for x in o.inner_items)
         return DeviceColumn(o.type, o.length, validity, data, offs, children, _nulls=(o.nulls if known else None), span=span,
-                            item_validity=items)
+                            item_validity=words(o.items), inner_item_validity=inner if any(v is not None for v in inner) else ())
 
     return [make(o) for o in tops]
 

@@ -144,8 +144,10 @@ class ChunkTable:
         for k, b in enumerate(blocks):  # pass blocks: each row's leaf's
             if b.base is not None:
                 self.base[self.edges[k] : self.edges[k + 1]] = b.base
-        # each page's leaf's item validity region (-1: none; pass blocks hold no such leaf)
+        # each page's leaf's item validity region (-1: none; pass blocks hold no such leaf) and
+        # the leaf's values (a layer's region follows those of the layers above it)
         self.item_base = np.fromiter((b.leaf.item_pos for b in blocks), np.int64, nblocks)[self.page_block]
+        self.item_values = np.fromiter((b.leaf.num_values for b in blocks), np.int64, nblocks)[self.page_block]
         # each page's first index item (a dictionary page's index scratch), else -1
         self.index_pos = np.fromiter(itertools.chain.from_iterable(
             [-1] * b.npages if b.dictionary is None else b.dictionary[1] for b in blocks
@@ -373,8 +375,8 @@ def _chunks(table: ChunkTable, members: np.ndarray) -> _Chunks:
         index_first = np.repeat(table.index_pos[sel], per_page) + in_page
     return _Chunks(
         counts, levels, np.ascontiguousarray(out[:, chk.OUT_REP : chk.OUT_REP + 2]),
-        np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF1 + 2].reshape(-1, 2, 2),
-        value, rep_dst, def_dst, np.repeat(table.item_base[sel], per_page),
+        np.ascontiguousarray(out[:, chk.OUT_DEF : chk.OUT_DEF + 2]), out[:, chk.OUT_BUF0 : chk.OUT_BUF2 + 2].reshape(-1, 3, 2),
+        value, rep_dst, def_dst, np.repeat(table.item_base[sel], per_page), np.repeat(table.item_values[sel], per_page),
         blocks=blocks, value_base=np.repeat(table.base[sel], per_page), index_first=index_first,
         **found,  # type: ignore[arg-type]
     )

@@ -81,7 +81,7 @@ class LayoutFacts:
     has_def: bool
     layers: tuple[int, ...]
     num_buffers: int  # mini-block value buffers (0 otherwise)
-    #: a mini-block page without repetition levels and at most two value buffers: its chunk
+    #: a mini-block page without repetition levels and at most three value buffers: its chunk
     #: headers are parsed on the device (``plan.device_headers``)
     device_headers: bool
     #: a mini-block page with a page dictionary
@@ -103,7 +103,7 @@ def _facts(layout) -> LayoutFacts:
         n = int(body.num_items)
         nbuf = int(body.num_buffers)
         return LayoutFacts(layout, kind, body, n, n, has_rep, has_def, tuple(int(x) for x in body.layers), nbuf,
-                           not has_rep and nbuf <= 2, body.HasField("dictionary"))
+                           not has_rep and nbuf <= 3, body.HasField("dictionary"))
     if kind == "full_zip_layout":
         return LayoutFacts(layout, kind, body, int(body.num_items), int(body.num_visible_items), int(body.bits_rep) > 0,
                            int(body.bits_def) > 0, tuple(int(x) for x in body.layers), 0, False)

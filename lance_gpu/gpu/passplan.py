@@ -311,7 +311,7 @@ def _place_fullzip_pass(unit: UnitPlan, g: _Pass) -> None:
         unit.fullzip.add(
             **z.cols, data=pos[w, 0], index=pos[w, 1], inv=unit.invisible_size + z.inv_at,
             rep_dst=np.where(z.rep, rep_at[w], -1), def_dst=np.where(z.defs, def_at[w], -1), val_dst=dst[w],
-            item_dst=-1,  # (no item validity: its leaves are placed leaf by leaf, place_unit)
+            item_dst=-1, item_dst2=-1,  # (no item validity: its leaves are placed leaf by leaf, place_unit)
         )
         unit.invisible.append(z.inv)
         unit.invisible_size += z.inv.size

@@ -16,10 +16,11 @@ family                          pages that feed it
                                 OutOfLineBitpacking rep/def levels (scatter unpack)
 ``bits``                        boolean Flat{1} chunks (to one byte per value), the item
                                 validity bits of FixedSizeList{has_validity} chunks (to a
-                                byte per item: :attr:`LeafPlan.item_pos`)
+                                byte per item of their layer: :attr:`LeafPlan.item_pos`,
+                                :func:`item_regions`)
 ``fill``                        constant and all-null pages (values, levels, spans; the
-                                items of fixed-size lists without item validity beside
-                                pages with it: :func:`_fill_valid_items`)
+                                items of fixed-size list layers without item validity
+                                beside pages with it: :func:`_fill_valid_items`)
 ``rle`` (per value size)        Rle{Flat, Flat8} chunks
 ``variable spans``              Variable chunk buffers (plain and FSST strings)
 ``full-zip walk``               full-zip pages with control words or lengths, or with
@@ -66,11 +67,12 @@ module (``file.encodings.``)    planning and emission it holds (caller here)
 ``flat.gpu_plan``               Flat value forms and widths; ``emit_values`` (copy, or
                                 spread to bytes), ``emit_levels`` (Flat16 copied)
 ``fixed_size_list.gpu_plan``    FixedSizeList(Flat) value forms: items per value (emitted
-                                as Flat); one layer with item validity (``fsl_valid``, two
-                                chunk buffers; ``emit_values``: its validity bits spread
-                                to :attr:`_Chunks.item_base`, its items as Flat's; or
-                                full-zip rows of validity bytes then items:
-                                :func:`_fullzip_layout_facts`)
+                                as Flat); layers with item validity (``fsl_valid``, a
+                                chunk buffer per such layer, then the items;
+                                ``emit_values``: each buffer's bits spread to its layer's
+                                region from :attr:`_Chunks.item_base`, the items as
+                                Flat's; or full-zip rows of each layer's validity bytes,
+                                at most two, then items: :func:`_fullzip_layout_facts`)
 ``variable.gpu_plan``           Variable value forms (offset widths); ``emit_values``
                                 (variable spans)
 ``fsst.gpu_plan``               FSST value forms (their Variable chunks, emitted as
@@ -261,14 +263,18 @@ class LeafPlan:
     has_def: bool = False
     value_pos: int = -1  # fixed / bool: byte position in the fixed arena
     slot_lo: int = -1  # var: first value slot
-    #: one-layer fixed-size lists some of whose mini-block or full-zip pages carry item
-    #: validity (``("fsl_valid", ...)`` forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`),
-    #: or some of whose pages are all null (:func:`_null_items_dim`: their items are null):
-    #: items per value (0: none), and the byte of the fixed arena where its ``num_values *
-    #: item_dim`` item validity bytes (one 0 / 1 byte per item, value-major) go
-    #: (:func:`place_item_validity`); every page writes its own (:func:`_item_validity_dim`)
+    #: fixed-size lists (one layer or nested) some of whose mini-block or full-zip pages carry
+    #: item validity (``("fsl_valid", ...)`` forms, :mod:`lance_gpu.file.encodings.fixed_size_list.gpu_plan`),
+    #: or some of whose pages are all null (their items are null): per layer, outer first, its
+    #: items per value (``item_layers``: ``(2, 6)`` for lists of 2 lists of 3; empty: none),
+    #: their sum (``item_dim``, 0: none), and the byte of the fixed arena where its
+    #: ``num_values * item_dim`` item validity bytes go (``item_pos``,
+    #: :func:`place_item_validity`): one 0 / 1 byte per item, layer after layer (layer ``k``
+    #: from ``item_pos + num_values * sum(item_layers[:k])``, value-major: :func:`item_regions`);
+    #: every page writes its own (:func:`_item_layers_of`)
     item_dim: int = 0
     item_pos: int = -1
+    item_layers: tuple[int, ...] = ()
     rep_pos: int = -1  # first level in the level arena
     def_pos: int = -1
     #: the leaf's level counts are in-band (list pages whose chunk headers the device parses,
@@ -416,7 +422,7 @@ class UnitPlan:
         # full-zip walk
         self.fullzip = _Lists(
             "rows", "data", "size", "index", "iwidth", "stride", "ctrl", "bits_def", "offb", "valb",
-            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible", "idim", "item_dst",
+            "inv", "ninv", "rep_dst", "def_dst", "val_dst", "items", "visible", "idim", "item_dst", "idim2", "item_dst2",
         )
         self.invisible: list[np.ndarray] = []
         self.invisible_size = 0
@@ -558,8 +564,8 @@ def check_page(layout, leaf: LeafPlan) -> None:
         form = encodings.device_full_zip_form(enc)
         if det == "bits_per_value":
             bits = int(fz.bits_per_value)
-            if form is not None and form[0] == "fsl_valid":  # a row's item validity bytes, then its items
-                bits -= 8 * fsl_plan.validity_bytes(form[1][0])
+            if form is not None and form[0] == "fsl_valid":  # a row's item validity bytes (each layer's), then its items
+                bits -= 8 * fsl_plan.row_validity_bytes(form[1][2])
             if (leaf.kind != "fixed" or form is None or form[0] not in ("flat", "fsl_valid") or form[1][0] * form[1][1] != bits
                     or bits != 8 * leaf.width):
                 raise Unsupported("this full-zip fixed-width layout")
@@ -585,11 +591,12 @@ def check_page(layout, leaf: LeafPlan) -> None:
 def device_headers(layout) -> bool:
     """Whether a mini-block page (its ``MiniBlockLayout``) can have its chunk headers parsed
     by the device pre-pass (:mod:`lance_gpu.gpu.headers`): no repetition levels (its level
-    and value counts, so its output regions, follow from the chunk metadata) and at most two
-    value buffers (all :func:`check_page` lets through); its definition levels, in any form
+    and value counts, so its output regions, follow from the chunk metadata) and at most three
+    value buffers (all :func:`check_page` lets through: nested fixed-size lists' two layers of
+    item validity and their items); its definition levels, in any form
     the GPU decodes (Flat, OutOfLineBitpacking: spans; InlineBitpacking: block widths; Rle:
     run counts), are parsed there too."""
-    return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 2
+    return not layout.HasField("rep_compression") and int(layout.num_buffers) <= 3
 
 
 def table_chunk_layouts(sources: Sequence[tuple[LeafPlan, pagetable.LeafPages] | DeviceBlock]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -799,9 +806,11 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         raise
     for facts in sel.distinct:  # in page order: the first refusal is reported
         check_layout(facts, leaf)
-    fsl_dim = _null_items_dim(arrow_type)  # (other leaves: no layout looked at again)
-    if fsl_dim:
-        leaf.item_dim = _item_validity_dim(sel.distinct, fsl_dim)
+    fsl_layers = _fsl_layers(arrow_type)  # (other leaves: no layout looked at again)
+    if fsl_layers:
+        _set_item_layers(leaf, _item_layers_of(sel.distinct, fsl_layers))
+        if len(leaf.item_layers) > 1 and any(f.has_rep for f in sel.distinct):
+            raise Unsupported("nested fixed-size lists with item validity under a list")
     leaf.page_bytes = sel.nbytes
     if not sel.ids:  # no page (an empty column): nothing to place
         return leaf
@@ -818,71 +827,102 @@ def plan_leaf(reader: LanceFileReader, column: int, arrow_type: pa.DataType, pag
         _refuse(cp, sel, ctx)
     # (in any file: mapped, or on an object store, _stage_rows)
     _plan_table_leaf(leaf, cp.leaf_pages(None if page_ids is None else sel.ids), lists_on_device)
-    if fsl_dim and leaf.constant_pages is not None and any(lp.values is None for lp in leaf.constant_pages):
-        leaf.item_dim = fsl_dim  # (the items of its other pages: valid, _fill_valid_items)
+    if (fsl_layers and not leaf.item_layers and leaf.constant_pages is not None
+            and any(lp.values is None for lp in leaf.constant_pages) and not (leaf.has_rep and len(fsl_layers) > 1)):
+        _set_item_layers(leaf, fsl_layers)  # (the items of its other pages: valid, _fill_valid_items)
+    if len(leaf.item_layers) > 1 and leaf.has_rep:
+        _set_item_layers(leaf, ())  # (as before: all-null pages' items of nested lists under lists valid)
     return leaf
 
 
-def _null_items_dim(t: pa.DataType) -> int:
-    """Items per value of a leaf of type ``t`` that is one layer of fixed-size list (0: any
-    other type, nested fixed-size lists included): the items of an all-null page's lists
-    are null, as pylance reads them (:func:`_constant_values` writes them)."""
+def _set_item_layers(leaf: LeafPlan, layers: tuple[int, ...]) -> None:
+    leaf.item_layers = layers
+    leaf.item_dim = sum(layers)
+
+
+def _fsl_layers(t: pa.DataType) -> tuple[int, ...]:
+    """Items per value of each fixed-size list layer of a leaf of type ``t``, outer first
+    (``(2, 6)`` for lists of 2 lists of 3 items; empty: not a fixed-size list): the layers
+    whose items' validity a leaf may carry (:attr:`LeafPlan.item_layers`); the items of an
+    all-null page's lists are null in every layer, as pylance reads them
+    (:func:`_constant_values` writes them)."""
+    out: list[int] = []
     s = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
-    if not pa.types.is_fixed_size_list(s):
-        return 0
-    v = s.value_type
-    return 0 if pa.types.is_fixed_size_list(v.storage_type if isinstance(v, pa.BaseExtensionType) else v) else int(s.list_size)
+    n = 1
+    while pa.types.is_fixed_size_list(s):
+        n *= int(s.list_size)
+        out.append(n)
+        v = s.value_type
+        s = v.storage_type if isinstance(v, pa.BaseExtensionType) else v
+    return tuple(out)
 
 
-def _has_item_validity(f: pagetable.LayoutFacts) -> bool:
-    """Whether pages of layout ``f`` carry fixed-size list item validity (FixedSizeList
-    {has_validity} values of a mini-block page without a dictionary, or of a full-zip
-    page)."""
+def _layers_written(f: pagetable.LayoutFacts, nlayers: int) -> tuple[bool, ...]:
+    """Per fixed-size list layer (``nlayers`` of them, outer first), whether pages of
+    layout ``f`` carry its items' validity (FixedSizeList{has_validity} values of a
+    mini-block page without a dictionary, or of a full-zip page)."""
     if f.kind == "mini_block_layout" and not f.dictionary and f.num_buffers:
         enc = f.body.value_compression
     elif f.kind == "full_zip_layout":
         enc = f.body.value_compression
     else:
-        return False
-    return enc.WhichOneof("compression") == "fixed_size_list" and bool(enc.fixed_size_list.has_validity)
+        return (False,) * nlayers
+    got = tuple(v for _n, v in fsl_plan.layers(enc))
+    return (got + (False,) * nlayers)[:nlayers]
 
 
-def _item_validity_dim(layouts: Sequence[pagetable.LayoutFacts], dim: int) -> int:
-    """Items per value (``dim``) of a one-layer fixed-size list leaf some of whose pages
-    (``layouts``: their distinct layouts, accepted by :func:`check_page`) carry item
-    validity (0: none do).  Every page of such a leaf writes its items' validity: mini-block
-    and full-zip pages with it their bits (``fsl_valid`` forms), constant pages null or
-    valid items (:func:`_constant_values`), the others valid items
-    (:func:`_fill_valid_items`).  Under a list (repetition levels) it raises
-    :class:`Unsupported`."""
+def _has_item_validity(f: pagetable.LayoutFacts) -> bool:
+    """Whether pages of layout ``f`` carry fixed-size list item validity, in any layer."""
+    return any(_layers_written(f, 8))
+
+
+def _item_layers_of(layouts: Sequence[pagetable.LayoutFacts], layers: tuple[int, ...]) -> tuple[int, ...]:
+    """The item layers (``layers``, :func:`_fsl_layers`) of a fixed-size list leaf some of
+    whose pages (``layouts``: their distinct layouts, accepted by :func:`check_page`) carry
+    item validity in some layer (empty: none do).  Every page of such a leaf writes every
+    layer's item validity: mini-block and full-zip pages their bits where they carry them
+    (``fsl_valid`` forms), constant pages null or valid items (:func:`_constant_values`),
+    valid items for the layers they do not carry (:func:`_fill_valid_items`)."""
     if not any(_has_item_validity(f) for f in layouts):
-        return 0
-    return dim
+        return ()
+    return layers
+
+
+def item_regions(leaf: LeafPlan, lo: int, n: int) -> list[tuple[int, int]]:
+    """``(fixed arena byte, bytes)`` of the item validity of values ``[lo, lo + n)`` of
+    ``leaf``, one per item layer (:attr:`LeafPlan.item_layers`)."""
+    out, before = [], 0
+    for per in leaf.item_layers:
+        out.append((leaf.item_pos + leaf.num_values * before + lo * per, n * per))
+        before += per
+    return out
 
 
 def _fill_valid_items(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, vpos: np.ndarray | Sequence[int],
                       num_values: np.ndarray | None = None) -> None:
-    """Item validity (:attr:`LeafPlan.item_dim`) of the rows of ``t`` whose pages write
-    none (mini-block and full-zip pages without item validity: their items are valid; a
-    mixed leaf's constant rows write theirs, :func:`_constant_values`): one fill of 1 bytes
-    per run of such rows whose values are adjacent (``vpos``: each row's first value in the
-    leaf; ``num_values``: each row's values, None: ``t.num_values``)."""
-    d = leaf.item_dim
-    if not d:
+    """Item validity (:attr:`LeafPlan.item_layers`) of the rows of ``t`` whose pages write
+    none of a layer's (mini-block and full-zip pages without item validity in that layer:
+    its items are valid; a mixed leaf's constant rows write theirs, :func:`_constant_values`):
+    per layer, one fill of 1 bytes per run of such rows whose values are adjacent (``vpos``:
+    each row's first value in the leaf; ``num_values``: each row's values, None:
+    ``t.num_values``)."""
+    nlayers = len(leaf.item_layers)
+    if not nlayers:
         return
-    writes = t.per_layout([_has_item_validity(f) or f.kind == "constant_layout" for f in t.layouts], np.bool_)
+    written = [_layers_written(f, nlayers) if f.kind != "constant_layout" else (True,) * nlayers for f in t.layouts]
     nv = t.num_values if num_values is None else num_values
-    lack = ~writes & (nv > 0)
-    if not lack.any():
-        return
-    start = np.asarray(vpos, np.int64)[lack]
-    count = nv[lack]
-    new = np.ones(start.size, np.bool_)
-    new[1:] = start[1:] != start[:-1] + count[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], start.size) - 1
-    for lo, hi in zip(start[first].tolist(), (start[last] + count[last]).tolist(), strict=True):
-        unit.fill_fixed.append((leaf.item_pos + lo * d, (hi - lo) * d, b"\x01"))
+    for k in range(nlayers):
+        lack = ~t.per_layout([w[k] for w in written], np.bool_) & (nv > 0)
+        if not lack.any():
+            continue
+        start = np.asarray(vpos, np.int64)[lack]
+        count = nv[lack]
+        new = np.ones(start.size, np.bool_)
+        new[1:] = start[1:] != start[:-1] + count[:-1]
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], start.size) - 1
+        for lo, hi in zip(start[first].tolist(), (start[last] + count[last]).tolist(), strict=True):
+            unit.fill_fixed.append((*item_regions(leaf, lo, hi - lo)[k], b"\x01"))
 
 
 def place_item_validity(unit: UnitPlan, leaf: LeafPlan) -> None:
@@ -1236,11 +1276,11 @@ def _place_mixed_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages) -
         assert col.full_zip is not None
         fi = col.full_zip_at
         dst = leaf.slot_lo + vpos[fi] if leaf.kind == "var" else leaf.value_pos + vpos[fi] * leaf.width
-        items_at = leaf.item_pos + vpos[fi] * leaf.item_dim if leaf.item_dim else None
+        items_at = vpos[fi] if leaf.item_dim else None
         later = _fullzip_table_work(unit, leaf, col.full_zip, z, pos[fi], dst, rep_at[fi], def_at[fi], later=pending,
                                     whole_rows=None if cut is None else ~cut.is_cut, items_at=items_at)
         if cut is not None:
-            _fullzip_run_work(unit, cut, spans, blobs, dst, def_at[fi], items_at)
+            _fullzip_run_work(unit, leaf, cut, spans, blobs, dst, def_at[fi], items_at)
     _fill_valid_items(unit, leaf, t, vpos, m.num_values)
     if leaf.kind == "var":
         path = leaf.path
@@ -1492,8 +1532,10 @@ class _FullZipTable:
     (``cols``), ``rep``, ``defs`` (the rows with repetition / definition levels), ``inv``
     (their invisible-level tables back to back) and ``inv_at`` (each one's first entry);
     ``all_walk``: ``walk`` is every row.  Rows of fixed-size lists with item validity
-    (``cols["idim"]`` > 0) are walked, control words or not: the walk splits each value
-    into its item validity bytes and its items."""
+    (``cols["idim"]`` > 0; nested lists' second layer ``cols["idim2"]``) are walked, control
+    words or not: the walk splits each value into its item validity bytes and its items;
+    ``ibefore``: per walk row, each of its two layers' ``before`` (its region's start, in
+    values of the leaf: :func:`item_regions`)."""
 
     indexed: np.ndarray
     copy: np.ndarray
@@ -1505,6 +1547,7 @@ class _FullZipTable:
     defs: np.ndarray
     inv: np.ndarray
     inv_at: np.ndarray
+    ibefore: np.ndarray
 
 
 def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list[np.ndarray]]:
@@ -1512,13 +1555,15 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
     definition bits, control word bytes, whether its values are fixed-width, their bytes
     (fixed: ``valb``, a row's item validity bytes included) or offset word bytes (variable),
     its invisible levels' count, the items of a fixed-size list value with item validity
-    (``idim``, 0: none) and the bytes each value leaves in the output (``outb``: ``valb``
-    less the validity bytes) (lists, one entry per layout), and its invisible-level tables;
-    made once per table (``memo``)."""
+    (``idim``, 0: none; a second layer's: ``idim2``) and where their layers' regions start
+    (``ib`` / ``ib2``: ``before``, :func:`item_regions`), and the bytes each value leaves in
+    the output (``outb``: ``valb`` less the validity bytes) (lists, one entry per layout), and
+    its invisible-level tables; made once per table (``memo``)."""
     got = t.memo.get("layout_facts")
     if got is not None:
         return got
-    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv", "idim", "outb")}
+    facts: dict[str, list] = {k: [] for k in ("bits_rep", "bits_def", "ctrl", "fixed", "valb", "offb", "ninv", "idim", "outb",
+                                              "idim2", "ib", "ib2")}
     invs = []
     for f in t.layouts:
         fz = f.body
@@ -1527,10 +1572,12 @@ def _fullzip_layout_facts(t: pagetable.LeafPages) -> tuple[dict[str, list], list
         inv = np.asarray(invisible_levels(f.layers), np.bool_).reshape(-1)
         valb = int(fz.bits_per_value) // 8 if fixed else 0
         form = encodings.device_full_zip_form(fz.value_compression) if fixed else None
-        idim = form[1][0] if form is not None and form[0] == "fsl_valid" else 0
+        valid = form[1][2] if form is not None and form[0] == "fsl_valid" else ()
+        (ib, idim), (ib2, idim2) = (*valid, (0, 0), (0, 0))[:2]
         for k, v in (("bits_rep", br), ("bits_def", bd), ("ctrl", _ctrl_bytes(br + bd)), ("fixed", fixed),
                      ("valb", valb), ("offb", 0 if fixed else int(fz.bits_per_offset) // 8),
-                     ("ninv", inv.size), ("idim", idim), ("outb", valb - (fsl_plan.validity_bytes(idim) if idim else 0))):
+                     ("ninv", inv.size), ("idim", idim), ("outb", valb - fsl_plan.row_validity_bytes(valid)),
+                     ("idim2", idim2), ("ib", ib), ("ib2", ib2)):
             facts[k].append(v)
         invs.append(inv)
     t.memo["layout_facts"] = (facts, invs)
@@ -1568,12 +1615,13 @@ def _fullzip_table(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
     cols = {
         "rows": rows[walk], "size": size0[walk], "iwidth": np.where(w_ix, iwidth[walk], 0), "stride": np.where(w_ix, 0, stride[walk]),
         "ctrl": per["ctrl"][walk], "bits_def": per["bits_def"][walk], "offb": per["offb"][walk], "valb": per["valb"][walk],
-        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk], "idim": per["idim"][walk],
+        "ninv": per["ninv"][walk], "items": n[walk], "visible": vis[walk], "idim": per["idim"][walk], "idim2": per["idim2"][walk],
     }
     inv_lo = miniblock.exclusive_scan(np.asarray(facts["ninv"], np.int64))[:-1][lay[walk]]
     inv = np.concatenate(invs)[miniblock.concat_ranges(inv_lo, inv_lo + cols["ninv"])] if invs else np.zeros(0, np.bool_)
     return _FullZipTable(indexed, np.flatnonzero(copy), (n * per["valb"])[copy], walk, bool(walk.size == len(t)), cols,
-                         per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1])
+                         per["bits_rep"][walk] > 0, per["bits_def"][walk] > 0, inv, miniblock.exclusive_scan(cols["ninv"])[:-1],
+                         np.stack([per["ib"][walk], per["ib2"][walk]], axis=1))
 
 
 def fullzip_facts(leaf: LeafPlan, t: pagetable.LeafPages) -> _FullZipTable:
@@ -1606,7 +1654,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
     npages = len(t)
     path = leaf.path
     dst = leaf.slot_lo + d.vpos if leaf.kind == "var" else leaf.value_pos + d.vpos * leaf.width
-    items_at = leaf.item_pos + d.vpos * leaf.item_dim if leaf.item_dim else None
+    items_at = d.vpos if leaf.item_dim else None
     _fill_valid_items(unit, leaf, t, d.vpos)
     rep_at = leaf.rep_pos + d.lpos if leaf.has_rep else np.full(npages, -1, np.int64)
     def_at = leaf.def_pos + d.lpos if leaf.has_def else np.full(npages, -1, np.int64)
@@ -1618,7 +1666,7 @@ def _place_fullzip_table(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages)
         if deferred is not None:  # (a page counted by its first buffer: its data, or its first span)
             unit.count_direct("full_zip_layout", int(deferred[ranges.first].sum()))
         _fullzip_table_work(unit, leaf, t, z, pos, dst, rep_at, def_at, whole_rows=~cut.is_cut, items_at=items_at)
-        _fullzip_run_work(unit, cut, spans, blobs, dst, def_at, items_at)
+        _fullzip_run_work(unit, leaf, cut, spans, blobs, dst, def_at, items_at)
     elif whole is not None and npages < DEVICE_BLOCK_MIN_PAGES:  # staging in page order: data, then the index where read
         add = unit.stage.add_buffer
         got = []
@@ -1908,8 +1956,9 @@ def _fullzip_table_work(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, 
     the device pre-pass: what depends on them (walk rows, fills) is returned as a function
     of every row's first levels; ``whole_rows``: the rows decoded whole (the others, cut
     by a row selection, have their runs' work from :func:`_fullzip_run_work`; their level
-    fills are made here with the others'), None: all; ``items_at``: each row's first item
-    validity byte (a leaf with item validity, :attr:`LeafPlan.item_pos`), None: none."""
+    fills are made here with the others'), None: all; ``items_at``: each row's first value in
+    the leaf, for a leaf with item validity (each of its layers' bytes placed by
+    :func:`_item_dst`), None: no item validity."""
     copy, copy_len = z.copy, z.copy_len
     if whole_rows is not None:
         keep = whole_rows[copy]
@@ -1943,21 +1992,35 @@ def _fullzip_walks(unit: UnitPlan, leaf: LeafPlan, t: pagetable.LeafPages, z: _F
             w, inv_at = z.walk[keep], inv_at[keep]
             cols, rep, defs = {k: v[keep] for k, v in z.cols.items()}, z.rep[keep], z.defs[keep]
         if inv_at.size:
-            item_dst = -1 if items_at is None else np.where(cols["idim"] > 0, items_at[w], -1)
+            ibefore = z.ibefore if whole_rows is None else z.ibefore[keep]
+            item_dst, item_dst2 = (-1, -1) if items_at is None else _item_dst(leaf, items_at[w], cols, ibefore)
             unit.fullzip.add(
                 **cols, data=pos[w, 0], index=pos[w, 1], inv=inv_at,
                 rep_dst=np.where(rep, rep_at[w], -1), def_dst=np.where(defs, def_at[w], -1), val_dst=dst[w], item_dst=item_dst,
+                item_dst2=item_dst2,
             )
     if leaf.has_rep or leaf.has_def:
         table_level_fills(unit, leaf, t, rep_at, def_at)
 
 
-def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs: np.ndarray, dst: np.ndarray,
+def _item_dst(leaf: LeafPlan, vpos: np.ndarray, cols: dict[str, np.ndarray], ibefore: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where full-zip walk rows of ``leaf`` (their first values ``vpos``, their ``idim`` /
+    ``idim2`` in ``cols``, their layers' ``before`` in ``ibefore``: ``[rows, 2]``) write
+    the first item validity byte of each of their two layers (-1: the row has none):
+    :func:`item_regions`."""
+    out = []
+    for j, key in enumerate(("idim", "idim2")):
+        per = cols[key]
+        out.append(np.where(per > 0, leaf.item_pos + leaf.num_values * ibefore[:, j] + vpos * per, -1))
+    return out[0], out[1]
+
+
+def _fullzip_run_work(unit: UnitPlan, leaf: LeafPlan, cut: _FullZipCut, spans: np.ndarray, blobs: np.ndarray, dst: np.ndarray,
                       def_at: np.ndarray, items_at: np.ndarray | None = None) -> None:
     """The work of the row runs of a full-zip table's cut pages (:class:`_FullZipCut`; their
     spans staged at ``spans``, their rebased indexes at ``blobs``; ``dst``, ``def_at``: each
-    row's first value and definition level; ``items_at``: its first item validity byte,
-    None: no item validity), as :func:`_emit_fullzip_rows` gives it: runs of fixed values
+    row's first value and definition level; ``items_at``: its first value in ``leaf``, for a
+    leaf with item validity, None: none), as :func:`_emit_fullzip_rows` gives it: runs of fixed values
     without control words or item validity copied, the others one full-zip walk row each,
     the invisible-level table of each layout registered once."""
     per = cut.per
@@ -1983,13 +2046,17 @@ def _fullzip_run_work(unit: UnitPlan, cut: _FullZipCut, spans: np.ndarray, blobs
         page = np.searchsorted(np.asarray([j for j, _b in cut.blobs], np.int64), r[w][var])
         index[var] = blobs[page] + cut.entry[w][var] * cut.iwidth[w][var]
     lay = cut.layout[w]
+    item_dst: np.ndarray | int = -1
+    item_dst2: np.ndarray | int = -1
+    if items_at is not None:
+        sub = {"idim": per["idim"][w], "idim2": per["idim2"][w]}
+        item_dst, item_dst2 = _item_dst(leaf, items_at[r[w]] + cut.before[w], sub, np.stack([per["ib"][w], per["ib2"][w]], axis=1))
     unit.fullzip.add(
         rows=cut.length[w], data=run_pos[w], size=nbytes[w], index=index, iwidth=cut.iwidth[w],
         stride=np.where(fixed[w], per["ctrl"][w] + per["valb"][w], 0), ctrl=per["ctrl"][w], bits_def=per["bits_def"][w],
         offb=per["offb"][w], valb=per["valb"][w], inv=inv_pos[lay], ninv=ninv[lay], rep_dst=-1,
         def_dst=np.where(per["bits_def"][w] > 0, def_at[r[w]] + cut.before[w], -1), val_dst=val_dst[w], items=cut.length[w],
-        visible=cut.length[w], idim=per["idim"][w],
-        item_dst=-1 if items_at is None else np.where(per["idim"][w] > 0, items_at[r[w]] + cut.before[w] * per["idim"][w], -1),
+        visible=cut.length[w], idim=per["idim"][w], item_dst=item_dst, idim2=per["idim2"][w], item_dst2=item_dst2,
     )
 
 
@@ -2062,6 +2129,9 @@ class _Chunks:
     #: (:attr:`LeafPlan.item_pos`, -1 for a leaf without): where the ``fsl_valid`` emission
     #: (``fixed_size_list.gpu_plan.emit_values``) spreads the chunk's validity bits
     item_base: np.ndarray
+    #: per chunk, its leaf's values (:attr:`LeafPlan.num_values`): a layer's item validity
+    #: region follows the regions of the layers above it (:attr:`LeafPlan.item_layers`)
+    item_values: np.ndarray
     #: the inline bit-packed blocks of buffer 0, where the device found them (else they are
     #: read in ``data``)
     blocks: bitpacking_plan.InlineBlocks | None = None
@@ -2293,9 +2363,8 @@ def _constant_values(unit: UnitPlan, leaf: LeafPlan, lp, vpos: int) -> None:
     n = lp.num_values
     if not n:
         return
-    if leaf.item_dim:  # fixed-size lists' items: null in an all-null page, valid under a constant
-        d = leaf.item_dim
-        unit.fill_fixed.append((leaf.item_pos + vpos * d, n * d, b"\x00" if lp.values is None else b"\x01"))
+    for at, size in item_regions(leaf, vpos, n):  # fixed-size lists' items: null in an all-null page, valid under a constant
+        unit.fill_fixed.append((at, size, b"\x00" if lp.values is None else b"\x01"))
     if lp.values is None:
         _fill_nulls(unit, leaf, vpos, n)
         return

@@ -49,6 +49,7 @@ from cuda_kernels import CorruptInputError, _device  # noqa: E402
 from lance_gpu.errors import CorruptFileError, GpuUnavailableError, UnsupportedEncodingError  # noqa: E402
 from lance_gpu.file.container import LanceFileReader  # noqa: E402
 from lance_gpu.file.encodings.base import DecodeContext  # noqa: E402
+from lance_gpu.file.encodings.fixed_size_list import gpu_plan as fsl_plan  # noqa: E402
 from lance_gpu.file.reader import parse_layout  # noqa: E402
 from lance_gpu.gpu import CpuDecodeWarning, memory_limit  # noqa: E402
 from lance_gpu.gpu import read as gpu_read  # noqa: E402
@@ -1674,10 +1675,9 @@ def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
         if pa.types.is_struct(s):
             for i, child in enumerate(col.children):
                 check(child, pa.compute.struct_field(exp, [i]), f"{name}.{s.field(i).name}")  # parent nulls superimposed
-        elif pa.types.is_fixed_size_list(s):
-            if not pa.types.is_fixed_size_list(s.value_type):  # the items: their mask and null count too
-                dim = s.list_size
-                check(col.children[0], exp.values.slice(exp.offset * dim, len(exp) * dim), name + "[]")
+        elif pa.types.is_fixed_size_list(s):  # the items (nested lists' too): their mask and null count too
+            dim = s.list_size
+            check(col.children[0], exp.values.slice(exp.offset * dim, len(exp) * dim), name + "[]")
         elif pa.types.is_list(s):
             check(col.children[0], exp.flatten(), name + "[]")
 
@@ -3457,3 +3457,151 @@ def test_fixed_size_lists_with_item_validity_under_lists_decode_on_the_gpu(root,
     rows = [0, 31, 95, 120, 179, 100]
     same(lance_gpu.dataset(uri, device="gpu").take(rows), lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take")
     assert_same(lance_gpu.dataset(uri, device="gpu").take(rows), ref.take(rows), f"{version} take, pylance")
+
+
+#: :func:`_nested_fsl_batches`' nulls, each batch's: "all" null items, null lists of items and
+#: null rows (three chunk buffers: both layers' item validity, then the items), "items" null
+#: items only, "lists" null lists of items only (two buffers: one layer's validity), "allnull"
+#: every row (a constant page), "rows" null rows only (no item validity), "none"
+_NESTED_FSL_MODES = ("all", "items", "lists", "allnull", "rows", "none", "all")
+
+
+def _nested_fsl(rng: np.random.Generator, n: int, d1: int, d2: int, t: pa.DataType, mode: str) -> pa.Array:
+    """``n`` fixed-size lists of ``d1`` fixed-size lists of ``d2`` items of type ``t``, with
+    the nulls of ``mode`` (:data:`_NESTED_FSL_MODES`)."""
+    if pa.types.is_boolean(t):
+        vals = pa.array(rng.random(n * d1 * d2) < 0.5, mask=(rng.random(n * d1 * d2) < 0.2) if mode in ("items", "all") else None)
+    else:
+        vals = pa.array((np.arange(n * d1 * d2) % 97).astype(t.to_pandas_dtype()), t,
+                        mask=(rng.random(n * d1 * d2) < 0.2) if mode in ("items", "all") else None)
+    mid = pa.FixedSizeListArray.from_arrays(vals, d2, mask=pa.array(rng.random(n * d1) < 0.2) if mode in ("lists", "all") else None)
+    rows = (rng.random(n) < 0.15) if mode in ("rows", "all") else np.full(n, mode == "allnull")
+    return pa.FixedSizeListArray.from_arrays(mid, d1, mask=pa.array(rows) if rows.any() else None)
+
+
+def _nested_fsl_batches(run: int) -> list[pa.RecordBatch]:
+    """Batches of ``run`` rows of nested fixed-size lists (2 x 3 int32, 3 x 2 float64, 4 x 5
+    int8, 2 x 3 booleans: mini-block pages; 2 x 64 float32: 512 bytes a value, full-zip
+    pages, each row's layers' validity bytes before its items), each batch's nulls one of
+    :data:`_NESTED_FSL_MODES` (shifted per column, so every column meets every kind of page)."""
+    out = []
+    cols_of = (("n_i32_2x3", 2, 3, pa.int32()), ("n_f64_3x2", 3, 2, pa.float64()), ("n_i8_4x5", 4, 5, pa.int8()),
+               ("n_bool_2x3", 2, 3, pa.bool_()), ("z_f32_2x64", 2, 64, pa.float32()))
+    for b in range(len(_NESTED_FSL_MODES)):
+        rng = np.random.default_rng(40 + b)
+        cols: dict[str, pa.Array] = {"id": pa.array(np.arange(b * run, (b + 1) * run), pa.int64())}
+        for k, (name, d1, d2, t) in enumerate(cols_of):
+            cols[name] = _nested_fsl(rng, run, d1, d2, t, _NESTED_FSL_MODES[(b + 2 * k) % len(_NESTED_FSL_MODES)])
+        out.append(pa.record_batch(cols))
+    return out
+
+
+def _same_nested_items(got: pa.Table, ref: pa.Table, what: str) -> None:
+    """``got`` equals ``ref``, and so do its fixed-size lists' items and, nested, their items
+    (under null rows and null lists included: ``Table.equals`` does not compare them)."""
+    assert_same(got, ref, what)
+    for name in ref.column_names[1:]:
+        a, b = got.column(name).combine_chunks(), ref.column(name).combine_chunks()
+        assert a.values.equals(b.values), (what, name, a.values.null_count, b.values.null_count)
+        if pa.types.is_fixed_size_list(a.type.value_type):
+            assert a.values.values.equals(b.values.values), (what, name, a.values.values.null_count, b.values.values.null_count)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_nested_fixed_size_lists_with_item_validity_decode_on_the_gpu(root, version):
+    """Nested fixed-size lists with item validity (mini-block pages of two layers of
+    FixedSizeList{has_validity}: both layers' validity buffers, either one's, none; full-zip
+    pages with both layers' validity bytes in each row, either one's, none; all-null pages;
+    in one leaf) decode on the GPU (no CPU fallback: they raised there before) and
+    equal pylance, each layer's items included (null under null rows and all-null pages as
+    pylance reads them): ``to_table``, a filter, ``to_cudf`` in one unit and in several (each
+    layer's mask on its list column), a take, and after deletions."""
+    uri = str(root / f"fsl_nested_{version}")
+    batches = _nested_fsl_batches(50)
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    lance.write_dataset(reader, uri, data_storage_version=version, max_rows_per_file=150, max_page_bytes=512,
+                        data_cache_bytes=512)
+    ref = lance.dataset(uri)
+    seen = set()
+    for frag in ref.get_fragments():
+        file = LanceFileReader(str(Path(uri) / "data" / frag.data_files()[0].path))
+        for page in file.column(1).pages:  # n_i32_2x3: each layer's validity, both, neither, all-null pages
+            layout = parse_layout(page, DecodeContext("", 1))
+            kind = layout.WhichOneof("layout")
+            body = getattr(layout, kind)
+            seen.add((kind, int(body.num_buffers) if kind == "mini_block_layout" else 0))
+        for page in file.column(5).pages:  # z_f32_2x64: full-zip rows of each layer's validity, both, neither
+            layout = parse_layout(page, DecodeContext("", 5))
+            kind = layout.WhichOneof("layout")
+            body = getattr(layout, kind)
+            seen.add((kind, sum(fsl_plan.layers(body.value_compression)[k][1] for k in range(2)) if kind == "full_zip_layout" else 0))
+    assert seen == {("mini_block_layout", 1), ("mini_block_layout", 2), ("mini_block_layout", 3), ("constant_layout", 0),
+                    ("full_zip_layout", 0), ("full_zip_layout", 1), ("full_zip_layout", 2)}, seen
+    ours = lance_gpu.dataset(uri)
+    _same_nested_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
+    flt = "id % 7 = 3 OR id > 330"
+    _same_nested_items(ours.to_table(device="gpu", filter=flt, on_cpu_fallback="raise"), ref.to_table(filter=flt), f"{version} filter")
+    cols, n = ours.scanner(filter="id % 3 = 1", on_cpu_fallback="raise").to_cudf_columns()
+    exp = ref.to_table(filter="id % 3 = 1")
+    assert n == exp.num_rows
+    _assert_cudf_layout(cols, exp, f"{version} to_cudf")
+    some = ["id", "n_i32_2x3", "z_f32_2x64"]
+    with memory_limit(1):  # every (fragment, field) its own unit: item validity in the read's fixed arena
+        cols, n = ours.scanner(columns=some, on_cpu_fallback="raise").to_cudf_columns()
+        _assert_cudf_layout(cols, ref.to_table(columns=some), f"{version} to_cudf, several units")
+        _same_nested_items(ours.to_table(columns=some, device="gpu", on_cpu_fallback="raise"), ref.to_table(columns=some),
+                           f"{version} units")
+    rows = [0, 5, 149, 150, 151, 299, 349, 7]
+    got = lance_gpu.dataset(uri, device="gpu").take(rows)
+    assert_same(got, ref.take(rows), f"{version} take")
+    _same_nested_items(got, lance_gpu.dataset(uri, device="cpu").take(rows), f"{version} take, the CPU reader's items")
+    ref.delete("id % 11 = 4 OR (id >= 100 AND id < 120)")
+    ours, ref = lance_gpu.dataset(uri), lance.dataset(uri)
+    _same_nested_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} deletions")
+    cols, n = ours.scanner(on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, ref.to_table(), f"{version} to_cudf, deletions")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_wide_boolean_fixed_size_lists_with_null_items_decode_on_the_gpu(root, version):
+    """Fixed-size lists of 2048 booleans with null items and null rows (256 bytes a value:
+    other items go to full-zip pages there, but pylance 14 writes booleans with item validity
+    in mini-block pages whatever their size, and panics writing them full-zip) decode on the
+    GPU and equal pylance, items included: ``to_table``, a filter, ``to_cudf``."""
+    rng = np.random.default_rng(5)
+    batches = []
+    for b in range(3):
+        items = pa.array(rng.random(4 * 2048) < 0.5, mask=rng.random(4 * 2048) < 0.1)
+        rows = pa.array([b == 1, False, b == 2, False])
+        batches.append(pa.record_batch({"id": pa.array(np.arange(4 * b, 4 * b + 4), pa.int64()),
+                                        "b": pa.FixedSizeListArray.from_arrays(items, 2048, mask=rows)}))
+    uri = str(root / f"fsl_bool_2048_{version}")
+    lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), uri, data_storage_version=version,
+                        max_rows_per_file=8)
+    ref = lance.dataset(uri)
+    for frag in ref.get_fragments():
+        file = LanceFileReader(str(Path(uri) / "data" / frag.data_files()[0].path))
+        assert {parse_layout(p, DecodeContext("", 1)).WhichOneof("layout") for p in file.column(1).pages} == {"mini_block_layout"}
+    ours = lance_gpu.dataset(uri)
+    _same_items(ours.to_table(device="gpu", on_cpu_fallback="raise"), ref.to_table(), f"{version} to_table")
+    _same_items(ours.to_table(device="gpu", filter="id % 3 = 1", on_cpu_fallback="raise"), ref.to_table(filter="id % 3 = 1"),
+                f"{version} filter")
+    cols, _n = ours.scanner(on_cpu_fallback="raise").to_cudf_columns()
+    _assert_cudf_layout(cols, ref.to_table(), f"{version} to_cudf")
+
+
+def test_nested_fixed_size_list_uploads_keep_every_layer_of_item_validity():
+    """``DeviceColumn.from_arrow`` of nested fixed-size lists (a CPU decode handed to the
+    device) keeps each layer's item validity (``item_validity``, ``inner_item_validity``; it
+    kept none below the top before), and ``to_arrow`` and ``slice`` give them back."""
+    rng = np.random.default_rng(9)
+    arr = _nested_fsl(rng, 30, 3, 4, pa.int16(), "all").slice(4, 20)
+    col = DeviceColumn.from_arrow(arr)
+    assert col.item_validity is not None and len(col.inner_item_validity) == 1
+
+    def items(a: pa.FixedSizeListArray) -> pa.Array:  # the items of a's rows (``values`` ignores a slice)
+        return a.values.slice(a.offset * a.type.list_size, len(a) * a.type.list_size)
+
+    for got, want in ((col.to_arrow(), arr), (col.slice(3, 11).to_arrow(), arr.slice(3, 8))):
+        assert got.equals(want)
+        assert items(got).equals(items(want)) and items(items(got)).equals(items(items(want)))

@@ -156,7 +156,7 @@ def _pipeline_cases():
             fullzip_kernels._fullzip_fill_kernel,
             {},
             (z(9, u8), z(3, i64), i64(2), *spans11, z(4, b1), z(5, i64), z(5, i64), z(2, i64), z(2, i64), z(2, i64), z(2, i64), z(2, i64),
-             z(9, u16), z(9, u8), z(4, i64), z(4, i64), z(1, i32)),
+             z(2, i64), z(2, i64), z(9, u16), z(9, u8), z(4, i64), z(4, i64), z(1, i32)),
         ),
         (fullzip_kernels._fullzip_check_kernel, {}, (z(5, i64), z(5, i64), z(3, i64), i64(2), z(2, i64), z(2, i64), z(1, i32))),
         (validity._and_kernel, {}, (z(3, b1), z(3, b1), z(3, b1))),

@@ -1607,7 +1607,7 @@ def chunk_cases(seed: int, n: int = 40):
     data, start, size, count, limit, shape = bytearray(), [], [], [], [], []
     for _ in range(n):
         has_rep, has_def, large = (bool(x) for x in rng.integers(0, 2, 3))
-        nbuf, word = int(rng.integers(0, 3)), int(rng.choice([0, 1, 2, 4, 8]))
+        nbuf, word = int(rng.integers(0, 4)), int(rng.choice([0, 1, 2, 4, 8]))
         word = word if nbuf else 0
         rep_form, def_form = (int(x) for x in rng.integers(0, 3, 2))
         c = int(rng.integers(1, 3000))
@@ -1724,3 +1724,56 @@ def test_fullzip_walk_splits_item_validity_as_the_cpu_decode(dim):
     np.testing.assert_array_equal(got[item_at:fixed_size], cpu.fsl_validity[0].astype(np.uint8))
     np.testing.assert_array_equal(got[out_values:item_at], 0xEE)  # nothing written between
     np.testing.assert_array_equal(h(levels), np.concatenate(defs))
+
+
+@pytest.mark.parametrize("dims", [(2, 3), (3, 70)])
+def test_fullzip_walk_splits_nested_item_validity_as_the_cpu_decode(dims):
+    """Fixed-stride full-zip rows of nested fixed-size lists with item validity in both
+    layers (a control word, ``ceil(d1 / 8)`` bytes of the lists' bits, ``ceil(d1 * d2 / 8)``
+    of the items', then ``d1 * d2`` int32 items): the walk writes each value's items and a
+    byte per item of each layer's validity, each layer to its own place, as the CPU decode
+    (``fixed_size_list.unzip_per_value``) splits them."""
+    from lance_gpu._proto import encodings_v2_1_pb2 as pb
+    from lance_gpu.file.blocks import FixedWidthBlock
+    from lance_gpu.file.encodings import fixed_size_list
+    from lance_gpu.file.encodings.base import DecodeContext
+    from lance_gpu.file.v2_1 import fullzip_kernels
+
+    d1, d2 = dims
+    items = d1 * d2
+    rng = np.random.default_rng(items)
+    vb1, vb2 = (d1 + 7) // 8, (items + 7) // 8
+    rows = 6
+    value = rng.integers(0, 256, (rows, vb1 + vb2 + 4 * items), dtype=np.uint8)
+    defs = rng.integers(0, 2, rows).astype(np.uint8)
+    arena = np.concatenate([defs[:, None], value], axis=1).reshape(-1)
+    enc = pb.CompressiveEncoding()
+    enc.fixed_size_list.items_per_value = d1
+    enc.fixed_size_list.has_validity = True
+    inner = enc.fixed_size_list.values.fixed_size_list
+    inner.items_per_value = d2
+    inner.has_validity = True
+    inner.values.flat.bits_per_value = 32
+    cpu = fixed_size_list.unzip_per_value(enc.fixed_size_list, FixedWidthBlock(value.reshape(-1), 8 * value.shape[1], rows),
+                                          DecodeContext("t.lance", 0))
+    out_values = rows * 4 * items
+    first_at, second_at = out_values + 5, out_values + 5 + rows * d1 + 3
+    fixed_size = second_at + rows * items
+    a = lambda *v: np.asarray(v, np.int64)  # noqa: E731
+    work = {
+        "rows": a(rows), "data": a(0), "size": a(arena.size), "index": a(-1), "iwidth": a(0), "stride": a(1 + value.shape[1]),
+        "ctrl": a(1), "bits_def": a(1), "offb": a(0), "valb": a(value.shape[1]), "inv": a(0), "ninv": a(2), "rep_dst": a(-1),
+        "def_dst": a(0), "val_dst": a(0), "items": a(rows), "visible": a(rows), "idim": a(d1), "item_dst": a(first_at),
+        "idim2": a(items), "item_dst2": a(second_at),
+    }
+    fixed = cuda.to_device(np.full(fixed_size, 0xEE, np.uint8))
+    levels = cuda.to_device(np.zeros(rows, np.uint16))
+    slots = cuda.to_device(np.zeros(1, np.int64))
+    fullzip_kernels.fullzip_walk(cuda.to_device(arena), work, np.zeros(2, np.bool_), levels, fixed, slots, slots)
+    got = h(fixed)
+    np.testing.assert_array_equal(got[:out_values], cpu.as_bytes())
+    np.testing.assert_array_equal(got[first_at : first_at + rows * d1], cpu.fsl_validity[0].astype(np.uint8))
+    np.testing.assert_array_equal(got[second_at:fixed_size], cpu.fsl_validity[1].astype(np.uint8))
+    np.testing.assert_array_equal(got[out_values:first_at], 0xEE)  # nothing written between
+    np.testing.assert_array_equal(got[first_at + rows * d1 : second_at], 0xEE)
+    np.testing.assert_array_equal(h(levels), defs)

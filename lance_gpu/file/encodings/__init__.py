@@ -37,8 +37,8 @@ field                      home; device planning (families it emits); device ker
 ``flat``                   :mod:`.flat`; ``flat.gpu_plan`` (``flat``, Flat16 levels);
                            batched copy, bits to bytes
 ``fixed_size_list``        :mod:`.fixed_size_list`; ``fixed_size_list.gpu_plan`` (Flat
-                           items, emitted as ``flat``; one layer of item validity,
-                           ``fsl_valid``: its bits spread, its items as Flat's); batched
+                           items, emitted as ``flat``; layers of item validity (nested
+                           too), ``fsl_valid``: their bits spread, the items as Flat's); batched
                            copy, bits to bytes (booleans, item validity), full-zip walk
                            (item validity split from each row)
 ``variable``               :mod:`.variable`; ``variable.gpu_plan`` (``var``); variable
@@ -284,7 +284,7 @@ def device_value_form(enc: Any, leaf: DeviceLeaf, nbuf: int) -> tuple:
     """How the device decodes the values of a mini-block page encoded ``enc`` (its
     ``value_compression``, without a page dictionary; ``nbuf`` chunk buffers) for ``leaf``:
     the form its encoding's planning gives (``("flat", (items, bits))``, ``("fsl_valid",
-    (items, bits))``, ``("var", offset bytes)``, ``("inline_bitpacking", bits)``, ``("rle",
+    (items, bits, valid))``, ``("var", offset bytes)``, ``("inline_bitpacking", bits)``, ``("rle",
     bits)``), which names the kernel
     family and is the page's group key.  Raises :class:`DeviceUnsupported` (why) where the
     device does not decode them."""

@@ -7,7 +7,9 @@
   levels and values.  A page is a *segment* found by binary search over the prefix of the
   pages' row counts.  A fixed-width value of a fixed-size list with item validity (a page's
   ``idim`` > 0) is split as it is written: its first ``ceil(idim / 8)`` bytes, the items'
-  validity bits (LSB first), to ``idim`` bytes of 0 / 1, the rest, its items, to the values.
+  validity bits (LSB first), to ``idim`` bytes of 0 / 1, then, nested lists with a second
+  layer of item validity (``idim2`` > 0), the next ``ceil(idim2 / 8)`` bytes to ``idim2``
+  bytes of 0 / 1 (at ``item_dst2``), the rest, its items, to the values.
 
 Written in the ``cuda_kernels._target`` style (plain-Python cores bound at compile time,
 so they run on a GPU and under the numba CUDA simulator alike); nothing here imports CUDA
@@ -126,7 +128,7 @@ def _fullzip_check_kernel(item_off, vis_off, p_rows, npages, items, visible, err
 def _fullzip_fill_kernel(
     arena, p_rows, npages, p_data, p_size, p_index, p_iwidth, p_stride, p_ctrl, p_bits_def,
     p_offb, p_valb, p_inv, p_ninv, invisible, item_off, vis_off,
-    p_rep_dst, p_def_dst, p_val_dst, p_idim, p_item_dst, levels, fixed, out_start, out_len, err,
+    p_rep_dst, p_def_dst, p_val_dst, p_idim, p_item_dst, p_idim2, p_item_dst2, levels, fixed, out_start, out_len, err,
 ):
     g = cuda.grid(1)
     if g >= np.int64(p_rows[npages]):
@@ -150,7 +152,10 @@ def _fullzip_fill_kernel(
     val_dst = np.int64(p_val_dst[p])
     idim = np.int64(p_idim[p])
     item_dst = np.int64(p_item_dst[p])
-    vb = (idim + 7) // 8  # a value's item validity bytes, before its items
+    idim2 = np.int64(p_idim2[p])
+    item_dst2 = np.int64(p_item_dst2[p])
+    vb1 = (idim + 7) // 8
+    vb = vb1 + (idim2 + 7) // 8  # a value's item validity bytes (each layer's), before its items
     outb = valb - vb
     nlev = levels.shape[0]
     while pos < end:
@@ -192,6 +197,14 @@ def _fullzip_fill_kernel(
                 else:
                     for q in range(idim):
                         fixed[b + q] = (arena[pos + q // 8] >> (q % 8)) & 1
+            if idim2:
+                b = item_dst2 + vi * idim2
+                if b < 0 or b + idim2 > fixed.shape[0] or outb < 0:
+                    cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+                    o = np.int64(-1)
+                else:
+                    for q in range(idim2):
+                        fixed[b + q] = (arena[pos + vb1 + q // 8] >> (q % 8)) & 1
             if o < 0 or o + outb > fixed.shape[0]:
                 cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
             else:
@@ -214,7 +227,9 @@ def fullzip_walk(arena, pages: dict, invisible: np.ndarray, levels, fixed, out_s
     ``fixed``, or first slot), ``items`` / ``visible`` (what the page header promises;
     checked on the device, every write bounded by its array); optionally ``idim`` /
     ``item_dst`` (fixed-size lists with item validity: items per value, and the byte of
-    ``fixed`` where the page's first item's validity byte goes; absent: none).
+    ``fixed`` where the page's first item's validity byte goes; absent: none) and ``idim2``
+    / ``item_dst2`` (nested lists' second layer of item validity, after the first's bytes in
+    each value; absent: none).
     """
     rows = pages["rows"]
     npages = rows.size
@@ -244,6 +259,7 @@ def fullzip_walk(arena, pages: dict, invisible: np.ndarray, levels, fixed, out_s
     _fullzip_fill_kernel.get()[blocks, tpb](
         arena, d_rows, np.int64(npages), *geo, d_inv, item_off, vis_off,
         dev(pages["rep_dst"]), dev(pages["def_dst"]), dev(pages["val_dst"]), dev(pages.get("idim", np.zeros(npages, np.int64))),
-        dev(pages.get("item_dst", np.full(npages, -1, np.int64))), levels, fixed, out_start, out_len, err,
+        dev(pages.get("item_dst", np.full(npages, -1, np.int64))), dev(pages.get("idim2", np.zeros(npages, np.int64))),
+        dev(pages.get("item_dst2", np.full(npages, -1, np.int64))), levels, fixed, out_start, out_len, err,
     )
     raise_if_flagged(err, "full-zip walk")
