@@ -1332,14 +1332,13 @@ def list_budget_datasets(root: Path) -> dict[int, str]:
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
-def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets, monkeypatch):
+def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets, one_unit_cudf_reads, monkeypatch):
     """One device read of a list-heavy table: at most LIST_BUDGET_LAUNCHES launches and
     LIST_BUDGET_D2H blocking copies back as 2 or 16 fragments, no pageable upload, no chunk
     header parsed on the host (the list pages' in-band level counts come back with the
-    pre-pass's one copy), and the rows equal pylance's.  Then ``to_cudf`` of it: at most
-    LIST_CUDF_LAUNCHES / LIST_CUDF_D2H, and every mask (list children's and a struct's
-    list included) and null count equal to pylance's."""
-    from traffic import count_device_traffic
+    pre-pass's one copy), and the rows equal pylance's.  Then ``to_cudf`` of it (the
+    fixture's read): at most LIST_CUDF_LAUNCHES / LIST_CUDF_D2H, and every mask (list
+    children's and a struct's list included) and null count equal to pylance's."""
     from lance_gpu.file.v2_1 import miniblock
 
     host_parses = []
@@ -1352,12 +1351,12 @@ def test_list_heavy_read_budget_parses_no_chunk_on_the_host(list_budget_datasets
         assert c.get("launches", 0) <= LIST_BUDGET_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= LIST_BUDGET_D2H, (nfrag, c)
         assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
-        with count_device_traffic() as c:  # the kernels compiled by the read above
-            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
-        _assert_cudf_layout(cols, lance.dataset(uri).to_table(), f"list to_cudf, {nfrag} fragments")
-        assert c.get("launches", 0) <= LIST_CUDF_LAUNCHES, (nfrag, c)
-        assert c.get("d2h_blocking", 0) <= LIST_CUDF_D2H, (nfrag, c)
-        assert c.get("h2d_pageable", 0) == 0, (nfrag, c)
+    cudf = {what: c for what, _cols, _ref, _combining, c in one_unit_cudf_reads if what.startswith("list")}
+    assert len(cudf) == 2, cudf
+    for what, c in cudf.items():  # its cuDF layout checked against pylance's by the fixture
+        assert c.get("launches", 0) <= LIST_CUDF_LAUNCHES, (what, c)
+        assert c.get("d2h_blocking", 0) <= LIST_CUDF_D2H, (what, c)
+        assert c.get("h2d_pageable", 0) == 0, (what, c)
 
 
 # The same read of a table of flat nullable columns of every page kind
@@ -1688,20 +1687,16 @@ def _assert_cudf_layout(cols, ref: pa.Table, what: str) -> None:
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
-def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
-    """``to_cudf``'s columns for 2 and 16 fragments: pylance's values in cuDF's layout, every
-    buffer a view of a few arenas allocated once for the read (not one per fragment), with
-    the same launches and blocking copies (within 1.25x) whatever the fragments."""
-    from traffic import count_device_traffic
-
+def test_to_cudf_is_one_read_in_cudf_layout(one_unit_cudf_reads):
+    """``to_cudf``'s columns for 2 and 16 fragments: pylance's values in cuDF's layout
+    (checked by the fixture's read), every buffer a view of a few arenas allocated once for
+    the read (not one per fragment), with the same launches and blocking copies (within
+    1.25x) whatever the fragments."""
     counts = {}
-    for nfrag, uri in budget_datasets.items():
-        lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()  # compile first
-        with count_device_traffic() as c:
-            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
-        ref = lance.dataset(uri).to_table()
-        assert rows == ref.num_rows
-        _assert_cudf_layout(cols, ref, f"{nfrag} fragments")
+    for what, cols, _ref, _combining, c in one_unit_cudf_reads:
+        if not what.startswith("mixed"):
+            continue
+        nfrag = int(what.split()[1])
         arenas = set()
 
         def walk(col) -> None:
@@ -1716,7 +1711,7 @@ def test_to_cudf_is_one_read_in_cudf_layout(budget_datasets):
         # the unit's fixed-width values, string bytes and validity words (viewed: written once,
         # by the decode), the int32 and int64 offsets arenas, the bitmask arena (packed masks)
         assert len(arenas) <= 6, (nfrag, len(arenas))
-        counts[nfrag] = dict(c)
+        counts[nfrag] = c
     for nfrag, c in counts.items():
         assert c.get("launches", 0) <= CUDF_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= CUDF_D2H, (nfrag, c)
@@ -1743,22 +1738,13 @@ FLAT_CUDF_D2H = 3
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
-def test_flat_nullable_to_cudf_budget(flat_budget_datasets):
+def test_flat_nullable_to_cudf_budget(one_unit_cudf_reads):
     """``to_cudf`` of flat nullable columns of every page kind as 2 and 16 fragments: at most
     FLAT_CUDF_LAUNCHES launches and FLAT_CUDF_D2H blocking copies, no more as 16 fragments
     than as 2 (struct children's parent nulls are not superimposed per piece), and
-    pylance's values, null counts and masks."""
-    from traffic import count_device_traffic
-
-    counts = {}
-    for nfrag, uri in flat_budget_datasets.items():
-        lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()  # compile first
-        with count_device_traffic() as c:
-            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
-        ref = lance.dataset(uri).to_table()
-        assert rows == ref.num_rows
-        _assert_cudf_layout(cols, ref, f"flat nullable to_cudf, {nfrag} fragments")
-        counts[nfrag] = dict(c)
+    pylance's values, null counts and masks (checked by the fixture's read)."""
+    counts = {int(what.split()[1]): c for what, _cols, _ref, _combining, c in one_unit_cudf_reads if what.startswith("flat")}
+    assert sorted(counts) == [2, 16], counts
     for nfrag, c in counts.items():
         assert c.get("launches", 0) <= FLAT_CUDF_LAUNCHES, (nfrag, c)
         assert c.get("d2h_blocking", 0) <= FLAT_CUDF_D2H, (nfrag, c)
@@ -1775,24 +1761,29 @@ def _combining(where) -> dict[str, int]:
     return out
 
 
-def _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
-    """``(what, columns, pylance's table, combining's traffic)`` of a ``to_cudf_columns()``
-    read of every budget table as 2 and as 16 fragments (one unit, no gather), its cuDF
-    layout checked against pylance's read."""
-    from collections import Counter
-
+@pytest.fixture(scope="module")
+def one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets) -> list[tuple]:
+    """``(what, columns, pylance's table, combining's traffic, the read's traffic)`` of one
+    ``to_cudf_columns()`` read of every budget table as 2 and as 16 fragments (one unit, no
+    gather; ``what`` is "flat", "mixed" or "list", then the fragments), its rows and cuDF
+    layout checked against pylance's read.  Read and counted once for every test that
+    checks it (the simulator compiles nothing: a first read counts as a later one); the
+    tests only look at the columns."""
     from traffic import count_device_traffic
 
     reads = [(f"flat, {n} fragments", uri) for n, uri in flat_budget_datasets.items()]
     reads += [(f"mixed, {n} fragments", uri) for n, uri in budget_datasets.items()]
     reads += [(f"list, {n} fragments", uri) for n, uri in list_budget_datasets.items()]
+    out = []
     for what, uri in reads:
         where: Counter = Counter()
-        with count_device_traffic(where):
-            cols, _rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+        with count_device_traffic(where) as c:
+            cols, rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
         ref = lance.dataset(uri).to_table()
+        assert rows == ref.num_rows, what
         _assert_cudf_layout(cols, ref, what)
-        yield what, cols, ref, _combining(where)
+        out.append((what, cols, ref, _combining(where), dict(c)))
+    return out
 
 
 def _gathered_cudf_read(uri: str, filter_: str) -> tuple[list, dict[str, int]]:
@@ -1818,7 +1809,7 @@ def _every_column(cols):
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_datasets, list_budget_datasets):
+def test_one_unit_to_cudf_copies_no_value_bytes(one_unit_cudf_reads, budget_datasets):
     """A read decoded in one unit with no gather is written once: the unit places each
     column's leaves one after the other (fixed width from a 64-byte aligned start), so
     ``to_cudf``'s values and string bytes are views of what the decode wrote: combining
@@ -1826,7 +1817,7 @@ def test_one_unit_to_cudf_copies_no_value_bytes(flat_budget_datasets, budget_dat
     counters only.  With a filter the pieces are selections, copied (once) by combining."""
     from lance_gpu.gpu.columns import _is_var
 
-    for what, cols, ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    for what, cols, ref, combining, _c in one_unit_cudf_reads:
         assert combining.get("copy_bytes", 0) == 0, (what, combining)
         if not what.startswith("list"):  # (the list table's offsets outweigh its values)
             values = sum(int(col.data.nbytes) for col in cols if col.data is not None)
@@ -1958,7 +1949,8 @@ def _in_fixed_size_list(top, col) -> bool:
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budget_datasets, list_budget_datasets, monkeypatch):
+def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budget_datasets, list_budget_datasets, one_unit_cudf_reads,
+                                                      monkeypatch):
     """A read of several units with no gather (MULTI_UNIT_BUDGET) decodes every unit's
     fixed-width values into the read's fixed arena at the unit's rows (``scan_device
     (whole_read=True)``), the unravel of each unit writes the validity of its columns
@@ -1976,12 +1968,13 @@ def test_multi_unit_to_cudf_writes_final_buffers_once(flat_budget_datasets, budg
     reads = [(f"flat, {n}", uri) for n, uri in flat_budget_datasets.items()]
     reads += [(f"mixed, {n}", uri) for n, uri in budget_datasets.items()]
     reads += [(f"list, {n}", uri) for n, uri in list_budget_datasets.items()]
+    one_unit = {what: cols for what, cols, _ref, _combining, _c in one_unit_cudf_reads}
     for what, uri in reads:
         cols, units, combining = _multi_unit_cudf_read(uri, MULTI_UNIT_BUDGET, monkeypatch)
         assert units >= 2, (what, units)
         _assert_written_once(cols, combining, what)
         if what.endswith(", 2"):
-            one, _rows = lance_gpu.dataset(uri).scanner(on_cpu_fallback="raise").to_cudf_columns()
+            one = one_unit[f"{what} fragments"]  # the same table read in one unit
             for a, b in zip(cols, one, strict=True):
                 assert a.to_arrow().equals(b.to_arrow()), what
     from collections import Counter
@@ -2232,7 +2225,7 @@ def _offsets_written_by_combine(cols) -> int:
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_datasets, list_budget_datasets):
+def test_one_unit_to_cudf_offsets_are_the_decodes(one_unit_cudf_reads, budget_datasets):
     """A one-unit read with no gather: every string and list column's int32 offsets from 0
     are what the decode wrote (strings' in the validation launch, ``decode.CudfOffsets``, in
     one buffer of the unit; lists' by the level unravel, ``LayerResult.cudf_offsets``), not
@@ -2240,7 +2233,7 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
     with a filter combining writes them (a selection's runs rebased)."""
     from lance_gpu.gpu.columns import _is_var
 
-    for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    for what, cols, _ref, combining, _c in one_unit_cudf_reads:
         assert combining.get("offsets_bytes", 0) == _offsets_written_by_combine(cols), (what, combining)
         strings = [col for col in _every_column(cols) if col.length and _is_var(
             col.type.storage_type if isinstance(col.type, pa.BaseExtensionType) else col.type)]
@@ -2252,7 +2245,7 @@ def test_one_unit_to_cudf_offsets_are_the_decodes(flat_budget_datasets, budget_d
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="counts bytes at the CUDA simulator's API")
-def test_one_unit_to_cudf_packs_no_mask(flat_budget_datasets, budget_datasets, list_budget_datasets):
+def test_one_unit_to_cudf_packs_no_mask(one_unit_cudf_reads, flat_budget_datasets, list_budget_datasets):
     """A one-unit read with no gather: every mask ``to_cudf`` hands out is words the level
     unravel wrote -- flat runs' (a fragment without nulls among them: its leaf joins the
     run), list layers' at their run places, structs' layers too, and struct children's as
@@ -2260,7 +2253,7 @@ def test_one_unit_to_cudf_packs_no_mask(flat_budget_datasets, budget_datasets, l
     ``DeviceColumn.children_hold_nulls``), so combining packs and AND-s no mask word, as 2
     and as 16 fragments; with a filter the pieces are selections, their bits packed or
     gathered by combining."""
-    for what, cols, _ref, combining in _one_unit_cudf_reads(flat_budget_datasets, budget_datasets, list_budget_datasets):
+    for what, cols, _ref, combining, _c in one_unit_cudf_reads:
         assert combining.get("mask_bytes", 0) == 0, (what, combining)
         structs = [c for c in _every_column(cols) if c.mask is not None and c.null_count and pa.types.is_struct(c.type)]
         assert structs or what.startswith("mixed"), what  # (the mixed table has no struct)
