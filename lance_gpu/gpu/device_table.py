@@ -104,7 +104,8 @@ class DeviceTable:
         return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id, hold_sources=self.hold_sources)
 
     def to_arrow(self) -> pa.Table:
-        """Host copy of every column (the GPU reader's ``to_table`` output)."""
+        """Host copy of every column, a copy per column and buffer (a read's tables go back
+        together, combined: :func:`read_to_arrow`)."""
         arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in self.columns]
         if not arrays:
             return pa.table({"_": pa.nulls(self.num_rows)}).select([])
@@ -174,7 +175,7 @@ def read_to_arrow(tables: Sequence[DeviceTable], schema: pa.Schema) -> pa.Table:
     uploaded.  A ``schema`` without fields gives a table of no columns and the rows."""
     num_rows = sum(t.num_rows for t in tables)
     if not schema.names:
-        return pa.table({"_": pa.nulls(num_rows)}).select([]).replace_schema_metadata(schema.metadata)
+        return pa.table({"_": pa.nulls(num_rows)}, metadata=schema.metadata).select([])  # (replace_schema_metadata loses the rows)
     # a table of no rows adds nothing (a unit no row of which passed the filter: its columns
     # may be the CPU reader's empty arrays, which combining would upload)
     tables = [t for t in tables if t.num_rows]

@@ -738,7 +738,7 @@ def _host_columns(resolved, tables: Sequence[DeviceTable], units: Sequence[Any],
     starts = np.concatenate([[0], np.cumsum([dt.num_rows for dt in tables])]).astype(np.int64)
     parts = [add_virtual(host.slice(int(starts[k]), int(starts[k + 1] - starts[k])), unit, resolved.virtual, offsets)
              for k, unit in enumerate(units)]
-    return pa.concat_tables(parts), starts
+    return (pa.concat_tables(parts) if parts[0].num_columns else empty_table(int(starts[-1]))), starts  # (concat_tables loses the rows of no column)
 
 
 def filter_devices(resolved, tables: Sequence[DeviceTable], units: Sequence[Any], offsets=None) -> list[tuple[DeviceTable, Any]]:
