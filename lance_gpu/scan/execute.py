@@ -660,24 +660,29 @@ class GpuExecutor:
         of every unit in one read, and none at all where no row survives.  SQL expressions
         of decoded columns are computed once over every unit too (:func:`project_devices`).
         (So with a filter or such an expression the first table comes once every unit is
-        decoded.)"""
+        decoded; a read larger than the device memory budget goes unit by unit,
+        :func:`_within_budget`.)"""
 
         late = resolved.late_fields()
         early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
-        decoded = self.decode_device(ds, units, early)
+        decoded = zip(units, self.decode_device(ds, units, early), strict=True)
         if resolved.filter is None and not _reads_columns(resolved):
-            for unit, dt in zip(units, decoded, strict=True):
+            for unit, dt in decoded:
                 yield from project_devices(resolved, [dt], [unit], offsets)
             return
-        tables = list(decoded)
-        with self.device_scope():
-            kept = filter_devices(resolved, tables, units, offsets)
-            if late:
-                rests = self.decode_device(ds, [unit for _dt, unit in kept], late)
-                kept = [(gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None,
-                                                      dt.fragment_id, hold_sources=dt.hold_sources and rest.hold_sources), unit)
-                        for (dt, unit), rest in zip(kept, rests, strict=True)]
-            yield from project_devices(resolved, [dt for dt, _unit in kept], [unit for _dt, unit in kept], offsets)
+        for group in _within_budget(decoded, lambda pair: pair[1].hold_sources):
+            # a read held whole is decoded by now (the outer decode done); unit by unit, the
+            # base decode: a subclass holding a resource across decode_device (the Spark
+            # task's GPU slot) holds it here already, for the outer decode
+            late_decode = self.decode_device if len(group) > 1 or group[0][1].hold_sources else functools.partial(GpuExecutor.decode_device, self)
+            with self.device_scope():
+                kept = filter_devices(resolved, [dt for _unit, dt in group], [unit for unit, _dt in group], offsets)
+                if late:
+                    rests = late_decode(ds, [unit for _dt, unit in kept], late)
+                    kept = [(gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None,
+                                                          dt.fragment_id, hold_sources=dt.hold_sources and rest.hold_sources), unit)
+                            for (dt, unit), rest in zip(kept, rests, strict=True)]
+                yield from project_devices(resolved, [dt for dt, _unit in kept], [unit for _dt, unit in kept], offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
@@ -686,24 +691,42 @@ class GpuExecutor:
         the export's launches and blocking copies do not grow with the fragments.  Every
         unit at once where ``ahead`` is None (``to_table``, takes, counts); else groups of
         units of at least ``ahead * STREAM_WINDOW_ROWS`` rows (``to_batches``: ``ahead``
-        windows in flight, as on the CPU).  One table per group, or with ``unit_edges``
-        the group's table cut where its units end (zero-copy slices).  A group's tables are
-        all kept until combined, so a read with no filter decodes into the read's final
-        buffers (``whole_read``)."""
+        windows in flight, as on the CPU); a read larger than the device memory budget table
+        by table (:func:`_within_budget`).  One table per group, or with ``unit_edges`` the
+        group's table cut where its units end (zero-copy slices).  A group's tables are all
+        kept until combined, so a read with no filter decodes into the read's final buffers
+        (``whole_read``)."""
 
         executor = copy.copy(self)
         executor.whole_read = resolved.filter is None
         for group in _row_groups(units, None if ahead is None else ahead * STREAM_WINDOW_ROWS):
-            tables = list(executor.run_device(ds, group, resolved, offsets))
-            with executor.device_scope():
-                table = gpu.device_table.read_to_arrow(tables, resolved.schema)
-            if not unit_edges or len(tables) < 2:
-                yield table
-                continue
-            start = 0
-            for dt in tables:
-                yield table.slice(start, dt.num_rows)
-                start += dt.num_rows
+            for tables in _within_budget(executor.run_device(ds, group, resolved, offsets), lambda dt: dt.hold_sources):
+                with executor.device_scope():
+                    table = gpu.device_table.read_to_arrow(tables, resolved.schema)
+                if not unit_edges or len(tables) < 2:
+                    yield table
+                    continue
+                start = 0
+                for dt in tables:
+                    yield table.slice(start, dt.num_rows)
+                    start += dt.num_rows
+
+
+def _within_budget(tables: Iterator[Any], holds: Any) -> Iterator[list[Any]]:
+    """A read's ``tables`` (device tables, or items holding one) as one list where the read
+    fits the device memory budget (``holds(first)``: its tables hold the buffers they select
+    from, ``DeviceTable.hold_sources``, decided once for the read), else one list per table:
+    a read larger than the budget is decoded unit by unit, and so filtered and copied back
+    table by table, never held whole on the device."""
+    first = next(tables, None)
+    if first is None:
+        return
+    if holds(first):
+        yield [first, *tables]
+        return
+    yield [first]
+    for table in tables:
+        yield [table]
 
 
 def _row_groups(units: Sequence[ReadUnit], rows: int | None) -> Iterator[list[ReadUnit]]:
