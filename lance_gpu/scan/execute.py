@@ -800,6 +800,7 @@ def project_devices(resolved, tables: Sequence[DeviceTable], units: Sequence[Any
     back together)."""
 
     computed = [out for out in resolved.outputs if out.expression is not None or out.virtual is not None]
+    column_of = {id(out): j for j, out in enumerate(computed)}  # an output's column of ``done``
     done = None
     if computed and tables:
         needed = dict.fromkeys(c for out in computed if out.expression is not None for c in out.expression.columns)
@@ -809,8 +810,8 @@ def project_devices(resolved, tables: Sequence[DeviceTable], units: Sequence[Any
     for k, dt in enumerate(tables):
         names, cols = [], []
         for out in resolved.outputs:
-            if done is not None and (out.expression is not None or out.virtual is not None):
-                col = done.column(computed.index(out)).slice(int(starts[k]), dt.num_rows).combine_chunks()
+            if done is not None and id(out) in column_of:
+                col = done.column(column_of[id(out)]).slice(int(starts[k]), dt.num_rows).combine_chunks()
             else:
                 col = dt.raw_column(out.path[0])  # a selection stays one until written out (once)
                 for child in out.path[1:]:
