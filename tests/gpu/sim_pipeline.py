@@ -427,6 +427,12 @@ def test_memory_budget_splits_units(rich22, monkeypatch):
         got = lance_gpu.dataset(rich22).to_table(columns=cols, device="gpu")
     assert len(calls) == 3 * len(cols)
     assert_same(got, lance.dataset(rich22).to_table(columns=cols), "one field per unit")
+    # a read larger than the budget is filtered, its late fields decoded and copied back
+    # table by table (scan.execute._within_budget), not held whole
+    kwargs = {"columns": cols, "filter": "i32n > 300", "with_row_id": True}
+    with memory_limit(1):
+        got = lance_gpu.dataset(rich22).to_table(device="gpu", **kwargs)
+    assert_same(got, lance.dataset(rich22).to_table(**kwargs), "one field per unit, filtered")
 
 
 def test_next_unit_is_staged_while_one_decodes(rich22, monkeypatch):
