@@ -142,7 +142,9 @@ def test_gpu_decoder_holds_a_slot_on_the_task_device(small_ds: str, monkeypatch:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     got = _read_all(small_ds, "gpu")
     assert got.column("id").to_pylist() == list(range(100))
-    assert slots == ["3", "3"] and used == [0, 0]  # one decode per fragment
+    # one decode per fragment, holding a slot; each then combined and copied back on the
+    # task's device too (GpuTaskExecutor.device_scope), holding none
+    assert slots == ["3", "3"] and used == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize(("conf", "name"), [("true", "lance_gpu"), ("false", "lance"), (None, "lance")])

@@ -20,6 +20,8 @@ decoder exists.  Modules:
 * :mod:`.combine` -- a read's pieces into one set of buffers allocated once (cuDF's layout
   for ``to_cudf``: int32 offsets, bitmask words, null counts; or device batches of a
   requested size across fragments); :mod:`._cudf` wraps them without a copy;
+  :mod:`.readback` copies such a read back to the host in one copy per allocation
+  (``to_table(device="gpu")``, :func:`.device_table.read_to_arrow`);
 * :mod:`.memory` -- the device memory budget and the RMM allocator;
 * :mod:`.read` -- the end-to-end scan used by ``LanceDataset.to_cudf`` / ``to_table(device="gpu")``.
 

@@ -163,7 +163,7 @@ ranges cut out of a column, a selection's runs), in one copy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -184,7 +184,7 @@ from cuda_kernels.pieces import (
 from lance_gpu.file.jsonb import jsonb_to_text
 from lance_gpu.gpu import _array, decode
 from lance_gpu.gpu._array import DeviceArray
-from lance_gpu.gpu.columns import DeviceColumn, _fixed_to_arrow, _is_var, _storage, fsl_layer_items
+from lance_gpu.gpu.columns import DeviceColumn, _is_var, _storage, fsl_layer_items
 from lance_gpu.gpu.gathered import Gathered
 from lance_gpu.gpu.plan import Unsupported, leaf_kind
 from lance_gpu.gpu.validity import Validity
@@ -267,29 +267,38 @@ class CudfColumn:
     #: CPU reader gave it (cuDF gets it through ``cudf.Series.from_arrow``); no buffers then
     host: pa.Array | None = None
 
-    def to_arrow(self) -> pa.Array:
-        """A host copy in the Arrow type (the buffers as handed to cuDF, checked without it)."""
+    def to_arrow(self, fetch: Callable[[Any], np.ndarray] = _array.to_host) -> pa.Array:
+        """A host copy in the Arrow type (the buffers as handed to cuDF, checked without it).
+
+        ``fetch`` copies a device buffer (a view of one of the column's buffers) to the
+        host: by default one copy each; :func:`lance_gpu.gpu.readback.result_to_arrow`
+        passes views of the read's allocations, each read back once.  Booleans (cuDF's
+        BOOL8, a byte each) are packed into Arrow's bits on the host: no launch."""
         if self.host is not None:
             return self.host
         t = self.type
         s = _storage(t)
         n = self.length
-        mask = pa.py_buffer(_array.to_host(self.mask).view(np.uint8)) if self.mask is not None else None
+        mask = pa.py_buffer(fetch(self.mask).view(np.uint8)) if self.mask is not None else None
         if pa.types.is_struct(s):
-            arr = pa.Array.from_buffers(s, n, [mask], children=[c.to_arrow() for c in self.children])
+            arr = pa.Array.from_buffers(s, n, [mask], children=[c.to_arrow(fetch) for c in self.children])
         elif pa.types.is_fixed_size_list(s):
-            arr = pa.Array.from_buffers(s, n, [mask], children=[self.children[0].to_arrow()])
+            arr = pa.Array.from_buffers(s, n, [mask], children=[self.children[0].to_arrow(fetch)])
         elif pa.types.is_list(s) or pa.types.is_large_list(s) or pa.types.is_map(s):
-            offs = _array.to_host(self.offsets)
+            offs = fetch(self.offsets)
             offs = offs.astype(np.int64 if pa.types.is_large_list(s) else np.int32)
-            arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs)], children=[self.children[0].to_arrow()])
+            arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(offs)], children=[self.children[0].to_arrow(fetch)])
         elif _is_var(s):
-            offs = _array.to_host(self.offsets).astype(np.int64)
-            data = _array.to_host(self.data[: int(offs[-1])]) if self.data is not None and n and offs[-1] else np.zeros(0, np.uint8)
+            offs = fetch(self.offsets).astype(np.int64)
+            data = fetch(self.data[: int(offs[-1])]) if self.data is not None and n and offs[-1] else np.zeros(0, np.uint8)
             big = pa.large_string() if pa.types.is_string(s) or pa.types.is_large_string(s) or pa.types.is_string_view(s) else pa.large_binary()
             arr = pa.Array.from_buffers(big, n, [mask, pa.py_buffer(offs), pa.py_buffer(data)]).cast(s)
+        elif pa.types.is_boolean(s):
+            raw = fetch(self.data[:n]) if n and self.data is not None else np.zeros(0, np.uint8)
+            arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(np.packbits(raw != 0, bitorder="little"))])
         else:
-            arr = _fixed_to_arrow(s, n, self.data, mask)
+            w = s.bit_width // 8
+            arr = pa.Array.from_buffers(s, n, [mask, pa.py_buffer(fetch(self.data[: n * w]) if n and self.data is not None else np.zeros(0, np.uint8))])
         if getattr(t, "extension_name", None) == "arrow.json":
             arr = jsonb_to_text(arr.cast(pa.large_binary()), "<device column>").cast(s)
         return arr if s is t else pa.ExtensionArray.from_storage(t, arr)

@@ -5,7 +5,8 @@ A :class:`DeviceTable` holds the decoded top-level fields of a read unit: device
 (:class:`~lance_gpu.gpu.columns.DeviceColumn`), plus Arrow arrays for the fields the CPU
 reader decoded (no GPU kernel for their encoding).  Its ways out are Arrow (a host copy),
 CuPy / DLPack per column, and cuDF (its columns combined into cuDF's layout, wrapped
-without a copy).  :func:`rebatch_device` cuts a read's tables into batches of a fixed size.
+without a copy).  :func:`rebatch_device` cuts a read's tables into batches of a fixed size;
+:func:`read_to_arrow` makes a read's tables one host table, combined and copied back once.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from lance_gpu.gpu._cudf import combined_to_cudf
 from lance_gpu.gpu.columns import DeviceColumn
 from lance_gpu.gpu.combine import combine, combine_read, combine_tables
 from lance_gpu.gpu.gathered import Gathered
+from lance_gpu.gpu.readback import result_to_arrow
 
-__all__ = ["DeviceTable", "rebatch_device"]
+__all__ = ["DeviceTable", "read_to_arrow", "rebatch_device"]
 
 
 class DeviceTable:
@@ -102,7 +104,8 @@ class DeviceTable:
         return DeviceTable(self.names, cols, hi - lo, ids, self.fragment_id, hold_sources=self.hold_sources)
 
     def to_arrow(self) -> pa.Table:
-        """Host copy of every column (the GPU reader's ``to_table`` output)."""
+        """Host copy of every column, a copy per column and buffer (a read's tables go back
+        together, combined: :func:`read_to_arrow`)."""
         arrays = [c.to_arrow() if isinstance(c, DeviceColumn) else c for c in self.columns]
         if not arrays:
             return pa.table({"_": pa.nulls(self.num_rows)}).select([])
@@ -159,3 +162,28 @@ def _batch(pending: list[tuple[DeviceTable, int, int]], schema: pa.Schema) -> De
     row_ids = None if any(i is None for i in ids) else np.concatenate([i[lo:hi] for i, (_t, lo, hi) in zip(ids, pending, strict=True)])
     n = sum(hi - lo for _t, lo, hi in pending)
     return DeviceTable(list(schema.names), cols, n, row_ids, pending[0][0].fragment_id)
+
+
+def read_to_arrow(tables: Sequence[DeviceTable], schema: pa.Schema) -> pa.Table:
+    """A read's device tables (in reading order, every one holding the fields of ``schema``
+    by name) as one host table of ``schema``: the columns some table holds on the device
+    combined over every table in cuDF's layout (:func:`~lance_gpu.gpu.combine.combine_read`:
+    buffers allocated once for the read, a selection's rows written once) and copied back in
+    one copy per allocation (:func:`~lance_gpu.gpu.readback.result_to_arrow`), so the
+    launches and copies of the export do not grow with the tables (fragments); the columns
+    every table holds on the host (decoded by the CPU reader) concatenated there, never
+    uploaded.  A ``schema`` without fields gives a table of no columns and the rows."""
+    num_rows = sum(t.num_rows for t in tables)
+    if not schema.names:
+        return pa.table({"_": pa.nulls(num_rows)}, metadata=schema.metadata).select([])  # (replace_schema_metadata loses the rows)
+    # a table of no rows adds nothing (a unit no row of which passed the filter: its columns
+    # may be the CPU reader's empty arrays, which combining would upload)
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return schema.empty_table()
+    device = [i for i, f in enumerate(schema) if any(not isinstance(t.raw_column(f.name), pa.Array) for t in tables)]
+    combined = {}
+    if device:
+        combined = dict(zip(device, result_to_arrow(combine_read(tables, pa.schema([schema.field(i) for i in device]))), strict=True))
+    arrays = [combined[i] if i in combined else pa.concat_arrays([t.raw_column(f.name) for t in tables]) for i, f in enumerate(schema)]
+    return pa.Table.from_arrays(arrays, schema=schema)

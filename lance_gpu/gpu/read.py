@@ -19,7 +19,7 @@ final layout, :func:`_place_read_fixed`, :func:`_place_read_masks`, :class:`_Rea
 :class:`_ReadBytes`, :class:`~lance_gpu.gpu.readlists.ReadLists`).  The job's selected rows
 (live rows, a take, late-materialized rows) are selected on the host
 (:class:`~lance_gpu.gpu.gathered.Gathered`: each field's positions among the rows it
-decoded), and a filter (:func:`lance_gpu.scan.execute.filter_device`, on a host copy of the
+decoded), and a filter (:func:`lance_gpu.scan.execute.filter_devices`, on a host copy of the
 columns it reads only) narrows that selection; the rows are written once, where the read is
 combined (``to_cudf``: into its final buffers, :mod:`.combine`) or first used.
 """

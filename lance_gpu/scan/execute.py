@@ -24,6 +24,7 @@ output table; deletes and compactions read through the same spans (:func:`decode
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import itertools
 import os
@@ -643,36 +644,104 @@ class GpuExecutor:
         for dt in self.decode_device(ds, units, fields):
             yield dt.to_arrow()
 
+    def device_scope(self) -> contextlib.AbstractContextManager[Any]:
+        """The context of the device work that follows a decode (filtering, combining,
+        copying back): nothing here; the Spark task's executor selects its task's GPU."""
+        return contextlib.nullcontext()
+
     def run_device(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan,
                    offsets: _Offsets | None = None) -> Iterator[Any]:
         """Per unit, the finished result as a device table: the filter's surviving rows are
         gathered on the device before anything is copied to the host.  With a filter, only
-        its columns are decoded first; the other fields (late materialization) are decoded
-        for the surviving rows only -- the mini-block chunks and full-zip rows holding them
-        (:mod:`lance_gpu.gpu.rows`) -- and none at all where no row survives."""
+        its columns are decoded first, every unit's in one read, and the filter evaluated
+        once over every unit (:func:`filter_devices`: their columns copied back together);
+        the other fields (late materialization) are decoded for the surviving rows only --
+        the mini-block chunks and full-zip rows holding them (:mod:`lance_gpu.gpu.rows`) --
+        of every unit in one read, and none at all where no row survives.  SQL expressions
+        of decoded columns are computed once over every unit too (:func:`project_devices`).
+        (So with a filter or such an expression the first table comes once every unit is
+        decoded; a read larger than the device memory budget goes unit by unit,
+        :func:`_within_budget`.)"""
 
         late = resolved.late_fields()
         early = [f for f in resolved.read_fields if f not in late] if late else resolved.read_fields
-        for unit, dt in zip(units, self.decode_device(ds, units, early), strict=True):
-            dt, unit = filter_device(resolved, dt, unit, offsets)
-            if late:
-                # the base decode: a subclass holding a resource across decode_device (the
-                # Spark task's GPU slot) holds it here already, for the outer decode
-                (rest,) = list(GpuExecutor.decode_device(self, ds, [unit], late))
-                dt = gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None,
-                                                  dt.fragment_id, hold_sources=dt.hold_sources and rest.hold_sources)
-            yield project_device(resolved, dt, unit, project, offsets)
+        decoded = zip(units, self.decode_device(ds, units, early), strict=True)
+        if resolved.filter is None and not _reads_columns(resolved):
+            for unit, dt in decoded:
+                yield from project_devices(resolved, [dt], [unit], offsets)
+            return
+        for group in _within_budget(decoded, lambda pair: pair[1].hold_sources):
+            # a read held whole is decoded by now (the outer decode done); unit by unit, the
+            # base decode: a subclass holding a resource across decode_device (the Spark
+            # task's GPU slot) holds it here already, for the outer decode
+            late_decode = self.decode_device if len(group) > 1 or group[0][1].hold_sources else functools.partial(GpuExecutor.decode_device, self)
+            with self.device_scope():
+                kept = filter_devices(resolved, [dt for _unit, dt in group], [unit for unit, _dt in group], offsets)
+                if late:
+                    rests = late_decode(ds, [unit for _dt, unit in kept], late)
+                    kept = [(gpu.device_table.DeviceTable([*dt.names, *rest.names], [*dt.raw_columns, *rest.raw_columns], dt.num_rows, None,
+                                                          dt.fragment_id, hold_sources=dt.hold_sources and rest.hold_sources), unit)
+                            for (dt, unit), rest in zip(kept, rests, strict=True)]
+                yield from project_devices(resolved, [dt for dt, _unit in kept], [unit for _dt, unit in kept], offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
             ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
-        """One finished host table per unit (whole fragments: ``unit_edges`` holds already)."""
+        """Finished host tables: the units' device tables (:meth:`run_device`) combined and
+        copied back together (:func:`lance_gpu.gpu.device_table.read_to_arrow`), so that
+        the export's launches and blocking copies do not grow with the fragments.  Every
+        unit at once where ``ahead`` is None (``to_table``, takes, counts); else groups of
+        units of at least ``ahead * STREAM_WINDOW_ROWS`` rows (``to_batches``: ``ahead``
+        windows in flight, as on the CPU); a read larger than the device memory budget table
+        by table (:func:`_within_budget`).  One table per group, or with ``unit_edges`` the
+        group's table cut where its units end (zero-copy slices).  A group's tables are all
+        kept until combined, so a read with no filter decodes into the read's final buffers
+        (``whole_read``)."""
 
-        for dt in self.run_device(ds, units, resolved, offsets):
-            arrays = [c.to_arrow() if isinstance(c, gpu.columns.DeviceColumn) else c for c in dt.columns]
-            if not arrays:
-                yield empty_table(dt.num_rows, resolved.schema.metadata)
-            else:
-                yield pa.Table.from_arrays(arrays, schema=resolved.schema)
+        executor = copy.copy(self)
+        executor.whole_read = resolved.filter is None
+        for group in _row_groups(units, None if ahead is None else ahead * STREAM_WINDOW_ROWS):
+            for tables in _within_budget(executor.run_device(ds, group, resolved, offsets), lambda dt: dt.hold_sources):
+                with executor.device_scope():
+                    table = gpu.device_table.read_to_arrow(tables, resolved.schema)
+                if not unit_edges or len(tables) < 2:
+                    yield table
+                    continue
+                start = 0
+                for dt in tables:
+                    yield table.slice(start, dt.num_rows)
+                    start += dt.num_rows
+
+
+def _within_budget(tables: Iterator[Any], holds: Any) -> Iterator[list[Any]]:
+    """A read's ``tables`` (device tables, or items holding one) as one list where the read
+    fits the device memory budget (``holds(first)``: its tables hold the buffers they select
+    from, ``DeviceTable.hold_sources``, decided once for the read), else one list per table:
+    a read larger than the budget is decoded unit by unit, and so filtered and copied back
+    table by table, never held whole on the device."""
+    first = next(tables, None)
+    if first is None:
+        return
+    if holds(first):
+        yield [first, *tables]
+        return
+    yield [first]
+    for table in tables:
+        yield [table]
+
+
+def _row_groups(units: Sequence[ReadUnit], rows: int | None) -> Iterator[list[ReadUnit]]:
+    """``units`` in consecutive groups of at least ``rows`` rows (the last may hold fewer;
+    None: one group of them all; no group where there is no unit)."""
+    group: list[ReadUnit] = []
+    have = 0
+    for unit in units:
+        group.append(unit)
+        have += unit.num_rows
+        if rows is not None and have >= rows:
+            yield group
+            group, have = [], 0
+    if group:
+        yield group
 
 
 # -- the scan epilogue on device tables (the GPU executor's filter and projection) ----------
@@ -681,48 +750,77 @@ class GpuExecutor:
 _DEVICE_ROW = "__lance_gpu_row__"
 
 
-def _device_host_table(dt: DeviceTable, names: list[str], unit, virtual, offsets) -> pa.Table:
-    """A host copy of the columns ``names`` of ``dt`` plus the virtual columns ``virtual``."""
+def _host_columns(resolved, tables: Sequence[DeviceTable], units: Sequence[Any], names: list[str],
+                  offsets) -> tuple[pa.Table, np.ndarray]:
+    """One host table of the columns ``names`` of every unit's table (``tables[k]`` of
+    ``units[k]``, one after the other) and the plan's virtual columns, and where each
+    unit's rows start in it (one more entry: the rows of all): the device columns combined
+    and copied back together (:func:`lance_gpu.gpu.device_table.read_to_arrow`: not a copy
+    per unit and column), the virtual columns made unit by unit on the host."""
+    host = gpu.device_table.read_to_arrow(tables, pa.schema([pa.field(c, tables[0].raw_column(c).type) for c in names]))
+    starts = np.concatenate([[0], np.cumsum([dt.num_rows for dt in tables])]).astype(np.int64)
+    parts = [add_virtual(host.slice(int(starts[k]), int(starts[k + 1] - starts[k])), unit, resolved.virtual, offsets)
+             for k, unit in enumerate(units)]
+    return (pa.concat_tables(parts) if parts[0].num_columns else empty_table(int(starts[-1]))), starts  # (concat_tables loses the rows of no column)
 
-    cols = [dt.column(c) for c in names]
-    arrays = [c.to_arrow() if isinstance(c, gpu.columns.DeviceColumn) else c for c in cols]
-    base = pa.Table.from_arrays(arrays, names=names) if arrays else pa.table({"_": pa.nulls(dt.num_rows)}).select([])
-    return add_virtual(base, unit, virtual, offsets)
 
-
-def filter_device(resolved, dt: DeviceTable, unit: Any, offsets=None) -> tuple[DeviceTable, Any]:
-    """The rows of ``dt`` passing the plan's filter, evaluated on a host copy of the columns
-    it reads (virtual columns included), as a selection of its device columns (written once,
-    where the read is combined: :class:`lance_gpu.gpu.gathered.Gathered`); and the unit of
-    those rows (its ``rows``: the surviving physical rows)."""
+def filter_devices(resolved, tables: Sequence[DeviceTable], units: Sequence[Any], offsets=None) -> list[tuple[DeviceTable, Any]]:
+    """Per unit, the rows of its table (``tables[k]``, the decode of ``units[k]``) passing
+    the plan's filter, as a selection of its device columns (written once, where the read is
+    combined: :class:`lance_gpu.gpu.gathered.Gathered`), and the unit of those rows (its
+    ``rows``: the surviving physical rows).  The filter is evaluated once, on one host table
+    of the columns it reads over every unit (:func:`_host_columns`)."""
     if resolved.filter is None:
-        return dt, unit
-    probe = _device_host_table(dt, [c for c in resolved.filter.columns if c in dt.names], unit, resolved.virtual, offsets)
-    probe = probe.append_column(_DEVICE_ROW, pa.array(np.arange(dt.num_rows, dtype=np.int64)))
+        return list(zip(tables, units, strict=True))
+    if not tables:
+        return []
+    names = [c for c in dict.fromkeys(resolved.filter.columns) if c in tables[0].names]
+    probe, starts = _host_columns(resolved, tables, units, names, offsets)
+    probe = probe.append_column(_DEVICE_ROW, pa.array(np.arange(probe.num_rows, dtype=np.int64)))
     keep = apply_filter(resolved, probe).column(_DEVICE_ROW).to_numpy()
-    rows = (np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows)[keep]
-    return dt.take(keep), type(unit)(unit.fragment, rows)
+    cut = np.searchsorted(keep, starts)  # the filter's positions come in order
+    out = []
+    for k, (dt, unit) in enumerate(zip(tables, units, strict=True)):
+        mine = keep[cut[k] : cut[k + 1]] - starts[k]
+        rows = (np.arange(unit.fragment.physical_rows, dtype=np.int64) if unit.rows is None else unit.rows)[mine]
+        out.append((dt.take(mine), type(unit)(unit.fragment, rows)))
+    return out
 
 
-def project_device(resolved, dt: DeviceTable, unit, project, offsets=None) -> DeviceTable:
-    """Top-level and nested fields projected on the device; SQL expressions and virtual
-    columns computed on the host (as Arrow columns of the DeviceTable)."""
+def _reads_columns(resolved) -> bool:
+    """Whether an output of the plan is an SQL expression of decoded columns (computed on a
+    host copy of them: :func:`project_devices` takes every unit at once then)."""
+    return any(out.expression is not None and out.expression.columns for out in resolved.outputs)
 
-    names, cols = [], []
-    for out in resolved.outputs:
-        if out.expression is not None or out.virtual is not None:
-            needed = [c for c in (out.expression.columns if out.expression is not None else []) if c in dt.names]
-            table = _device_host_table(dt, needed, unit, resolved.virtual, offsets)
-            col = project(type(resolved)([], {}, resolved.virtual, None, [out], pa.schema([out.field])), table).column(0)
-            col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        else:
-            col = dt.raw_column(out.path[0])  # a selection stays one until written out (once)
-            for child in out.path[1:]:
-                idx = col.type.get_field_index(child)
-                col = col.field(idx) if isinstance(col, (gpu.columns.DeviceColumn, gpu.gathered.Gathered)) else pc.struct_field(col, [idx])
-        names.append(out.name)
-        cols.append(col)
-    return gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id, hold_sources=dt.hold_sources)
+
+def project_devices(resolved, tables: Sequence[DeviceTable], units: Sequence[Any], offsets=None) -> list[DeviceTable]:
+    """Per unit, its table's top-level and nested fields projected on the device; SQL
+    expressions and virtual columns computed on the host as Arrow columns of the tables,
+    once over every unit (:func:`_host_columns`: the columns the expressions read copied
+    back together)."""
+
+    computed = [out for out in resolved.outputs if out.expression is not None or out.virtual is not None]
+    column_of = {id(out): j for j, out in enumerate(computed)}  # an output's column of ``done``
+    done = None
+    if computed and tables:
+        needed = dict.fromkeys(c for out in computed if out.expression is not None for c in out.expression.columns)
+        host, starts = _host_columns(resolved, tables, units, [c for c in needed if c in tables[0].names], offsets)
+        done = project(type(resolved)([], {}, resolved.virtual, None, computed, pa.schema([out.field for out in computed])), host)
+    result = []
+    for k, dt in enumerate(tables):
+        names, cols = [], []
+        for out in resolved.outputs:
+            if done is not None and id(out) in column_of:
+                col = done.column(column_of[id(out)]).slice(int(starts[k]), dt.num_rows).combine_chunks()
+            else:
+                col = dt.raw_column(out.path[0])  # a selection stays one until written out (once)
+                for child in out.path[1:]:
+                    idx = col.type.get_field_index(child)
+                    col = col.field(idx) if isinstance(col, (gpu.columns.DeviceColumn, gpu.gathered.Gathered)) else pc.struct_field(col, [idx])
+            names.append(out.name)
+            cols.append(col)
+        result.append(gpu.device_table.DeviceTable(names, cols, dt.num_rows, None, dt.fragment_id, hold_sources=dt.hold_sources))
+    return result
 
 
 def executor_for(device: str, on_cpu_fallback: str = "warn") -> Executor:

@@ -161,6 +161,11 @@ class GpuTaskExecutor(GpuExecutor):
         with decode_slot(key), select_device(ordinal):
             yield from super().decode_device(ds, units, fields)
 
+    def device_scope(self):
+        # what follows a decode (the filter's evaluation, combining, the copy back) runs on
+        # this task's GPU too, holding no decode slot
+        return select_device(task_gpu()[0])
+
 
 def select_device(ordinal: int) -> Any:
     """CuPy's context manager making ``ordinal`` the current CUDA device."""
