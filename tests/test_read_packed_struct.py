@@ -145,3 +145,14 @@ def test_our_writer_stores_structs_unpacked(tmp_path: Path, version: str) -> Non
         lance_gpu.write_dataset(_cast_for(version, _table(3, False, start=50)), packed, mode="append")
     assert lance.dataset(packed).to_table().to_pylist() == table.to_pylist()
 
+
+
+def test_full_zip_rows_of_a_sliced_array_keep_their_place() -> None:
+    """Full-zip packed rows arrive as ``large_binary`` (perhaps a slice of a larger array):
+    the rows and nulls are taken from the slice's own offsets."""
+    from lance_gpu.file.packed_fields import _fixed_rows
+
+    rows = pa.array([b"abcd", None, b"efgh", b"ijkl"], pa.large_binary()).slice(1)
+    assert _fixed_rows(rows, 4, "x").to_pylist() == [None, b"efgh", b"ijkl"]
+    with pytest.raises(lance_gpu.errors.CorruptFileError):
+        _fixed_rows(pa.array([b"abc"], pa.large_binary()), 4, "x")

@@ -141,7 +141,7 @@ def _fixed_rows(raw: pa.Array, row: int, path: str) -> pa.Array:
     ``fixed_size_binary(row)`` array with the same nulls (a null row's bytes are zeros)."""
     n = len(raw)
     valid = raw.is_valid().to_numpy(zero_copy_only=False)
-    offsets = np.frombuffer(raw.buffers()[1], np.int64, n + 1, raw.offset)
+    offsets = np.frombuffer(raw.buffers()[1], np.int64, n + 1, raw.offset * 8)
     lengths = np.diff(offsets)
     if np.any(lengths[valid] != row) or np.any(lengths[~valid] != 0):
         raise CorruptFileError(path, f"packed struct rows of other than {row} bytes")
