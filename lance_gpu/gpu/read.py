@@ -51,6 +51,7 @@ from lance_gpu.gpu.plan import FieldPlan, LeafPlan, UnitPlan, Unsupported, outpu
 from lance_gpu.gpu.readlists import ReadLists
 from lance_gpu.gpu.rows import plan_field_rows, positions
 from lance_gpu.table.blob_descriptions import blob_kind
+from lance_gpu.table.packed import packed_struct
 
 FALLBACK_MODES = ("warn", "raise", "allow")
 # Units of a multi-unit read: big enough that launches and syncs per unit do not matter,
@@ -116,7 +117,9 @@ def _plan_fragment(frag, rows, fields, arrow_fields, mode: str, pool: ThreadPool
         reason = None
         if src is not None:
             reader = frag.file_reader(src.path)
-            if reader.version.major == 0:
+            if packed_struct(f):
+                reason = "packed struct columns (lance-encoding:packed)"
+            elif reader.version.major == 0:
                 reason = "legacy (0.1) file format pages"
             elif reader.version == FileVersion(2, 0):
                 reason = "file format 2.0 pages"

@@ -48,6 +48,7 @@ from lance_gpu.file.reader import selective_share as file_share
 from lance_gpu.io import resolve as resolve_uri
 from lance_gpu.scan.plan import ROW_ADDR, ROW_ID, ROW_OFFSET, VIRTUAL_COLUMNS, ResolvedScan, ScanPlan, build_plan, nested_path, resolve
 from lance_gpu.table.blobs import blob_kind, read_blob_bytes
+from lance_gpu.table.packed import packed_struct
 from lance_gpu.table.schema import LanceField
 from lance_gpu.table.snapshot import FragmentSnapshot, TableSnapshot, read_field_span
 
@@ -194,8 +195,8 @@ def selective_share(frag: FragmentSnapshot, field: LanceField, arrow_field: pa.F
     for the surviving rows only; above it, decoding the fragment's whole pages and taking
     the survivors is cheaper.  It depends on how the pages store the values
     (:func:`lance_gpu.file.reader.selective_share`); blob descriptors, fields the
-    fragment holds no data for and fields of legacy files are always read for the survivors."""
-    if blob_kind(field):
+    fragment holds no data for, packed structs and fields of legacy files are always read for the survivors."""
+    if blob_kind(field) or packed_struct(field):
         return 1.0
     src = frag.field_source(field)
     if src is None:

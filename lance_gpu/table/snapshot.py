@@ -54,6 +54,7 @@ from lance_gpu.errors import CorruptFileError, UnsupportedEncodingError
 from lance_gpu.file.arrow import leaf_types
 from lance_gpu.file.container import FileVersion, LanceFileReader, cached_metadata
 from lance_gpu.file.legacy import LegacyFileReader, is_legacy_file_version
+from lance_gpu.file.packed_fields import read_packed
 from lance_gpu.file.reader import prefetch_take, read_field_files, take_field
 from lance_gpu.file.reader import read_field as read_file_field
 from lance_gpu.io import join
@@ -70,6 +71,7 @@ from lance_gpu.table.manifest import (
     read_manifest_file,
     resolve_manifest,
 )
+from lance_gpu.table.packed import packed_struct
 from lance_gpu.table.rowids import read_fragment_row_ids
 from lance_gpu.table.schema import LanceField, LanceSchema, column_index_map
 
@@ -81,7 +83,8 @@ class FieldSource:
     """Where one top-level field of a fragment lives."""
 
     path: str  # data file
-    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first; legacy: field ids so
+    columns: list[int]  # 2.1+: leaf columns in order; 2.0: every node, depth-first; legacy: field ids so;
+    # a packed struct (2.0 or 2.1+): its one column
     version: FileVersion | None = None  # 2.0, legacy (0.x) or None (2.1+)
 
 
@@ -649,6 +652,17 @@ class FragmentSnapshot:
         wanted = set(ids)
         if not any(int(i) in wanted for df in self.pb.files for i in df.fields):
             return _NOWHERE
+        if packed_struct(field):
+            # one column under the struct's own id (its children have none): see
+            # :mod:`lance_gpu.file.packed_fields`
+            for index, df in enumerate(self.pb.files):
+                major, minor = int(df.file_major_version), int(df.file_minor_version)
+                if is_legacy_file_version(major, minor):
+                    continue
+                cmap = self.snapshot.column_map(df)
+                if field.id in cmap:
+                    return _Location(index, [cmap[field.id]], FileVersion(2, 0) if (major, minor) == (2, 0) else None)
+            return _MISSING
         for index, df in enumerate(self.pb.files):
             major, minor = int(df.file_major_version), int(df.file_minor_version)
             if is_legacy_file_version(major, minor):
@@ -742,6 +756,8 @@ class FragmentSnapshot:
         if src is None:
             return pa.nulls(self.physical_rows if rows is None else len(rows), arrow_field.type)
         reader = self.file_reader(src.path)
+        if packed_struct(field) and isinstance(reader, LanceFileReader):
+            return read_packed(reader, arrow_field, src.columns[0], rows)
         if isinstance(reader, LegacyFileReader):
             return reader.read_field(arrow_field, src.columns, rows)
         if reader.version == FileVersion(2, 0):
@@ -773,7 +789,7 @@ def read_field_span(parts: Sequence[tuple[FragmentSnapshot, np.ndarray | None]],
     if len(parts) == 1:
         frag, rows = parts[0]
         return frag.read_field(field, arrow_field, rows)
-    if blob_kind(field):
+    if blob_kind(field) or packed_struct(field):
         pieces = [frag.read_field(field, arrow_field, rows) for frag, rows in parts]
         return pa.chunked_array(pieces, type=pieces[0].type) if pieces else pa.chunked_array([], arrow_field.type)
     pieces = []

@@ -419,6 +419,24 @@ def test_fallback_warns_once_and_matches(root, monkeypatch):
         lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="maybe")
 
 
+def test_packed_struct_falls_back_to_the_cpu(root, monkeypatch):
+    """A packed struct (``lance-encoding:packed``, pylance-written) has no device decoder:
+    its column goes to the CPU reader (a warning naming the reason), the rows are pylance's,
+    and ``on_cpu_fallback="raise"`` raises the fallback error, not a CorruptFileError."""
+    st = pa.struct([pa.field("a", pa.int32()), pa.field("b", pa.float64())])
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", st, metadata={"lance-encoding:packed": "true"})])
+    rows = [None if i % 4 == 1 else {"a": i, "b": i / 2} for i in range(30)]
+    uri = str(root / "packed_struct")
+    lance.write_dataset(pa.table({"id": pa.array(range(30), pa.int64()), "s": pa.array(rows, st)}, schema=schema), uri,
+                        data_storage_version="2.1", max_rows_per_file=12)
+    monkeypatch.setattr(gpu_read, "_warned", set())
+    with pytest.warns(CpuDecodeWarning, match="packed struct"):
+        got = lance_gpu.dataset(uri).to_table(device="gpu", filter="s.a > 3")
+    assert_same(got, lance.dataset(uri).to_table(filter="s.a > 3"), "packed struct")
+    with pytest.raises(UnsupportedEncodingError, match=r"'s'.*packed struct"):
+        lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise")
+
+
 def test_device_side_corruption_is_a_corrupt_file_error(root, monkeypatch):
     uri = gd.write_binary(lance, root)
     bad = root / "binary_corrupt"

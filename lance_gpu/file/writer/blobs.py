@@ -42,6 +42,7 @@ from lance_gpu.file.page import ALL_VALID_ITEM, NULLABLE_ITEM
 from lance_gpu.file.writer.pages import EncodedPage, _fullzip, _miniblock, _simple_all_null, _value_chunks, _values_of
 from lance_gpu.file.writer.shred import LeafColumn
 from lance_gpu.table.blob_descriptions import BLOB_META_KEY, BLOB_V2, blob_kind
+from lance_gpu.table.packed import PACKED_META_KEYS, is_packed_metadata, packed_struct
 from lance_gpu.table.schema import LanceField, LanceSchema
 
 if TYPE_CHECKING:
@@ -68,7 +69,11 @@ def is_blob_input(field: pa.Field) -> bool:
 def blob_v2_schema(schema: pa.Schema, minor: int) -> pa.Schema:
     """The Arrow schema whose Lance schema pylance stores for ``schema`` at file version
     2.``minor``: at 2.2 each blob field becomes the ``lance.blob.v2`` struct (its data keeps
-    arriving as binary); at 2.1 nothing changes.  Nested blob fields are refused."""
+    arriving as binary); at 2.1 nothing changes.  Nested blob fields are refused.
+
+    One difference from pylance: lance-gpu writes structs unpacked, so a struct's
+    ``lance-encoding:packed`` flag (:mod:`lance_gpu.table.packed`) is dropped -- kept, it
+    would tell readers to look for the one packed column the files do not have."""
 
     def nested_blob(t: pa.DataType) -> bool:
         return any(is_blob_input(t.field(i)) or nested_blob(t.field(i).type) for i in range(t.num_fields))
@@ -81,14 +86,34 @@ def blob_v2_schema(schema: pa.Schema, minor: int) -> pa.Schema:
             meta = {k: v for k, v in (f.metadata or {}).items() if k != BLOB_META_KEY.encode()}
             meta[_EXT_NAME] = BLOB_V2.encode()
             f = pa.field(f.name, _V2_STORAGE, f.nullable, metadata=meta)
-        fields.append(f)
+        fields.append(_unpacked(f))
     return pa.schema(fields, metadata=schema.metadata)
+
+
+def _unpacked(f: pa.Field) -> pa.Field:
+    """``f`` without the packed flag on any struct in it (lance-gpu writes structs unpacked)."""
+    t = f.type
+    if not pa.types.is_struct(t) or is_blob_input(f):
+        return f
+    children = [_unpacked(t.field(i)) for i in range(t.num_fields)]
+    meta = f.metadata
+    if is_packed_metadata(meta):
+        meta = {k: v for k, v in meta.items() if k.decode() not in PACKED_META_KEYS} or None
+    return pa.field(f.name, pa.struct(children), f.nullable, metadata=meta)
 
 
 def column_field_ids(schema: LanceSchema, minor: int = 2) -> list[int]:
     """Ids of the fields that own a column in a data file of version 2.``minor``, in column
     order: in 2.0 every field, depth-first; in 2.1+ the leaves, except that a blob v2 struct
-    owns one column and its children none."""
+    owns one column and its children none.
+
+    A schema with a packed struct (a dataset pylance wrote so) is refused: lance-gpu writes
+    structs unpacked, and files of unpacked columns under a packed schema would read wrong."""
+    for f in schema.walk():
+        if packed_struct(f):
+            raise UnsupportedFeatureError(
+                f"field {f.name!r} is a packed struct (lance-encoding:packed): lance-gpu does not write packed structs"
+            )
     if minor == 0:
         return [f.id for f in schema.walk()]
     out: list[int] = []
