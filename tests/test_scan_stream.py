@@ -485,3 +485,35 @@ def test_plain_chunks_past_their_page_data_are_corrupt(tmp_path, monkeypatch) ->
     with pytest.raises(CorruptFileError):
         for _ in lance_gpu.dataset(path, device="cpu").to_batches(batch_size=4096, columns=["emb"]):
             pass
+
+
+def test_growing_groups_and_the_rows_a_limit_wants(tmp_path, monkeypatch):
+    """A limit the plan cannot push into row selections (after a filter) reaches the executor
+    as ``want = offset + limit``; the device executor's groups (``_growing_groups``) start at
+    that many rows and double, bounded by ``most``; without a limit ``want`` is None.  The
+    CPU path's rows equal pylance's either way."""
+    from lance_gpu.scan import execute
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"id": pa.array(range(100), pa.int64())}), uri, max_rows_per_file=10)
+    snap = execute.open_snapshot(uri, 1)
+    units = [execute.ReadUnit(snap.fragment_at(k), None) for k in range(10)]
+    sizes = [len(g) for g in execute._growing_groups(units, 15, None)]
+    assert sizes == [2, 4, 4], sizes  # asks 15 rows, then 40, then 80 (the rest)
+    assert [len(g) for g in execute._growing_groups(units, 15, 20)] == [2, 2, 2, 2, 2]
+    assert [len(g) for g in execute._growing_groups(units, 0, None)] == [1, 2, 4, 3]  # 1, 20, 60 rows
+
+    wants = []
+    real = execute.CpuExecutor.run
+
+    def recorded(self, *args, **kwargs):
+        wants.append(kwargs.get("want"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(execute.CpuExecutor, "run", recorded)
+    ds = lance_gpu.dataset(uri, device="cpu")
+    for kwargs, want in (({"filter": "id % 3 = 0", "limit": 5, "offset": 4}, 9), ({"filter": "id % 3 = 0"}, None)):
+        wants.clear()
+        got = ds.to_table(**kwargs)
+        assert got.equals(lance.dataset(uri).to_table(**kwargs)), kwargs
+        assert wants == [want], (kwargs, wants)

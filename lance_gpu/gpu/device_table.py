@@ -129,15 +129,24 @@ class DeviceTable:
 
 def rebatch_device(tables: Iterable[DeviceTable], schema: pa.Schema, batch_size: int) -> Iterator[DeviceTable]:
     """``tables`` (device tables in reading order) cut into batches of exactly
-    ``batch_size`` rows (the last one may be shorter): a batch inside one table is a view of
-    it (:meth:`DeviceTable.slice`), one straddling tables is combined into buffers of its
-    own (``layout="device"``, one batched launch per buffer kind and source allocation)."""
+    ``batch_size`` rows (the last one may be shorter).
+
+    Where the read fits the device memory budget (the first table's ``hold_sources``: the
+    read's tables are kept anyway), its tables are combined once into buffers of their own
+    (``layout="device"``, :func:`_combined`: one batched launch per buffer kind and source
+    allocation, however many fragments) and every batch is a view of the combined columns
+    (:meth:`DeviceTable.slice`: offsets, masks and lists sliced as views), so the launches do
+    not grow with the fragments; the first batch then comes once the read is decoded, and the
+    tables' buffers go once combined.  A read of one table is not combined: its batches are
+    views of it.  A read larger than the budget (decoded unit by unit) goes table by table:
+    a batch inside one table is a view of it, one straddling tables is combined on its own.
+    A batch's ``fragment_id`` is that of the table its first row comes from."""
     if batch_size <= 0:
         msg = f"batch_size must be positive, got {batch_size}"
         raise ValueError(msg)
     pending: list[tuple[DeviceTable, int, int]] = []
     have = 0
-    for table in tables:
+    for table in _combined(iter(tables), schema):
         lo = 0
         while lo < table.num_rows:
             take = min(batch_size - have, table.num_rows - lo)
@@ -149,6 +158,50 @@ def rebatch_device(tables: Iterable[DeviceTable], schema: pa.Schema, batch_size:
                 pending, have = [], 0
     if have:
         yield _batch(pending, schema)
+
+
+class _Combined(DeviceTable):
+    """Tables of a read combined into one (:func:`_combined`): slices keep the
+    ``fragment_id`` of the table each one's first row came from (``starts``: where each
+    table's rows start, ``ids``: their fragment ids)."""
+
+    def __init__(self, names: list[str], columns: Sequence[DeviceColumn | pa.Array], num_rows: int, row_ids,
+                 starts: np.ndarray, ids: np.ndarray) -> None:
+        super().__init__(names, columns, num_rows, row_ids, int(ids[0]))
+        self.starts = starts
+        self.ids = ids
+
+    def slice(self, lo: int, hi: int) -> DeviceTable:
+        out = super().slice(lo, hi)
+        out.fragment_id = int(self.ids[np.searchsorted(self.starts, lo, side="right") - 1])
+        return out
+
+
+def _combined(tables: Iterator[DeviceTable], schema: pa.Schema) -> Iterator[DeviceTable]:
+    """A read's ``tables`` as :func:`rebatch_device` cuts them: every one combined into one
+    table where the read fits the budget and holds rows in more than one table, else as they
+    come (one by one, never held together)."""
+    first = next(tables, None)
+    if first is None:
+        return
+    if not first.hold_sources:
+        yield first
+        yield from tables
+        return
+    held = [t for t in (first, *tables) if t.num_rows]
+    if len(held) < 2:
+        yield from held or [first]
+        return
+    with _array.legacy_stream(), _device.pinned_uploads(), deferred_errors():
+        cols = combine_tables(held, schema, "device")
+    _array.sync_kernels()
+    ids = [t.row_ids for t in held]
+    row_ids = None if any(i is None for i in ids) else np.concatenate(ids)
+    starts = np.cumsum([0] + [t.num_rows for t in held[:-1]])
+    fragment_ids = np.array([t.fragment_id for t in held], np.int64)
+    n = sum(t.num_rows for t in held)
+    del held
+    yield _Combined(list(schema.names), cols, n, row_ids, starts, fragment_ids)
 
 
 def _batch(pending: list[tuple[DeviceTable, int, int]], schema: pa.Schema) -> DeviceTable:

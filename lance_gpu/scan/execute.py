@@ -150,9 +150,11 @@ class Executor(Protocol):
     def decode(self, ds: TableSnapshot, units: Sequence[ReadUnit], fields: Sequence[LanceField], ahead: int | None) -> Iterator[pa.Table]: ...
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
-            ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
+            ahead: int | None, unit_edges: bool = False, want: int | None = None) -> Iterator[pa.Table]:
         """Decode and finish (virtual columns, filter, projection) each unit, in order
-        (``unit_edges``: no table holds rows of two units)."""
+        (``unit_edges``: no table holds rows of two units; ``want``: the consumer stops after
+        that many finished rows (a plan's ``offset + limit``), so an executor that decodes
+        units in groups makes its first groups small; None: every row is read)."""
         ...
 
 
@@ -572,11 +574,12 @@ class CpuExecutor:
             yield group, read_span(group, fields, arrow_fields)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
-            ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
+            ahead: int | None, unit_edges: bool = False, want: int | None = None) -> Iterator[pa.Table]:
         """One finished table per unit; on a mapped store, one per span of small units
         (:func:`_finish_span`: one decode per field, one filter evaluation), or with
         ``unit_edges`` the span's table cut into one slice per unit (a consumer that ends
-        batches where fragments end, as pylance's loose batches do)."""
+        batches where fragments end, as pylance's loose batches do).  ``want`` is not
+        needed: tables come unit by unit (or span by span) already, decoded ``ahead``."""
         late = resolved.late_fields()
         early = [f for f in resolved.read_fields if f not in late]
         arrow_fields = {f.name: af for f, af in zip(ds.lance_schema.fields, ds.schema, strict=True)}
@@ -686,21 +689,27 @@ class GpuExecutor:
                 yield from project_devices(resolved, [dt for dt, _unit in kept], [unit for _dt, unit in kept], offsets)
 
     def run(self, ds: TableSnapshot, units: Sequence[ReadUnit], resolved: ResolvedScan, offsets: _Offsets | None,
-            ahead: int | None, unit_edges: bool = False) -> Iterator[pa.Table]:
+            ahead: int | None, unit_edges: bool = False, want: int | None = None) -> Iterator[pa.Table]:
         """Finished host tables: the units' device tables (:meth:`run_device`) combined and
         copied back together (:func:`lance_gpu.gpu.device_table.read_to_arrow`), so that
         the export's launches and blocking copies do not grow with the fragments.  Every
         unit at once where ``ahead`` is None (``to_table``, takes, counts); else groups of
         units of at least ``ahead * STREAM_WINDOW_ROWS`` rows (``to_batches``: ``ahead``
         windows in flight, as on the CPU); a read larger than the device memory budget table
-        by table (:func:`_within_budget`).  One table per group, or with ``unit_edges`` the
+        by table (:func:`_within_budget`).  Where the consumer stops after ``want`` rows (a
+        limit the plan could not push into row selections: after a filter), groups that
+        grow (:func:`_growing_groups`: the first of at least ``want`` rows, each next twice
+        the last), so a read whose limit the first units fill decodes only those; the
+        consumer closing this generator stops the decode.  One table per group, or with ``unit_edges`` the
         group's table cut where its units end (zero-copy slices).  A group's tables are all
         kept until combined, so a read with no filter decodes into the read's final buffers
         (``whole_read``)."""
 
         executor = copy.copy(self)
         executor.whole_read = resolved.filter is None
-        for group in _row_groups(units, None if ahead is None else ahead * STREAM_WINDOW_ROWS):
+        rows = None if ahead is None else ahead * STREAM_WINDOW_ROWS
+        groups = _row_groups(units, rows) if want is None else _growing_groups(units, want, rows)
+        for group in groups:
             for tables in _within_budget(executor.run_device(ds, group, resolved, offsets), lambda dt: dt.hold_sources):
                 with executor.device_scope():
                     table = gpu.device_table.read_to_arrow(tables, resolved.schema)
@@ -740,6 +749,28 @@ def _row_groups(units: Sequence[ReadUnit], rows: int | None) -> Iterator[list[Re
         have += unit.num_rows
         if rows is not None and have >= rows:
             yield group
+            group, have = [], 0
+    if group:
+        yield group
+
+
+def _growing_groups(units: Sequence[ReadUnit], first: int, most: int | None) -> Iterator[list[ReadUnit]]:
+    """``units`` in consecutive groups of growing size: the first of at least ``first`` rows
+    (at least one row), each next of at least twice the rows the last held, none asking
+    more than ``most`` (None: no bound); the last may hold fewer.  A read that stops after
+    ``first`` rows decodes the few units that hold them, and one that goes on decodes in
+    about log2(rows / first) groups, not unit by unit."""
+    rows = max(int(first), 1)
+    if most is not None:
+        rows = min(rows, most)
+    group: list[ReadUnit] = []
+    have = 0
+    for unit in units:
+        group.append(unit)
+        have += unit.num_rows
+        if have >= rows:
+            yield group
+            rows = 2 * have if most is None else min(2 * have, most)
             group, have = [], 0
     if group:
         yield group
@@ -973,7 +1004,8 @@ def run_plan(
     left = plan.limit
     if left == 0:
         return
-    finished = executor.run(ds, units, resolved, offsets, ahead, unit_edges)
+    want = None if left is None else skip + left
+    finished = executor.run(ds, units, resolved, offsets, ahead, unit_edges, want=want)
     try:
         for table in finished:
             if skip:

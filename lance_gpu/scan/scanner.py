@@ -193,8 +193,10 @@ class LanceScanner:
         Parameters
         ----------
         batch_size : int, optional
-            Rows per batch; a batch inside one fragment is a view of its decoded buffers,
-            one spanning fragments is combined on the device
+            Rows per batch: a read that fits the device memory budget is combined once on
+            the device and every batch is a view of the combined columns (so the first batch
+            comes once the read is decoded); a larger read goes fragment by fragment, a batch
+            spanning fragments combined on its own
             (:func:`lance_gpu.gpu.device_table.rebatch_device`).
         """
         tables = self._device_tables()

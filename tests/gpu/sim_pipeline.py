@@ -1325,6 +1325,71 @@ def test_host_table_traffic_does_not_grow_with_fragments(budget_datasets, how):
         assert many.get(key, 0) <= 1.25 * max(few.get(key, 0), 1), (how, key, counts)
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="counts launches at the CUDA simulator's API")
+@pytest.mark.parametrize("kwargs", [{}, {"columns": ["id", "s", "li", "emb"], "filter": "i32n > 0", "with_row_id": True}])
+def test_device_batches_traffic_does_not_grow_with_fragments(budget_datasets, kwargs):
+    """``to_device_batches(batch_size=100)`` of the mixed 8-column table as 2 and as 16
+    fragments (every other batch straddling fragments at 16): the read's tables combined once
+    and the batches views of the combined columns, so launches, blocking copies and pinned
+    uploads as 16 fragments stay within 1.25x of 2 (1.6x filtered); every batch holds 100 rows (the
+    last the rest), and the rows (and row ids) equal pylance's."""
+    from traffic import count_device_traffic
+
+    counts = {}
+    for nfrag, uri in budget_datasets.items():
+        ds = lance_gpu.dataset(uri, device="gpu")
+        with count_device_traffic() as c:
+            batches = list(ds.to_device_batches(batch_size=100, on_cpu_fallback="raise", **kwargs))
+        counts[nfrag] = dict(c)
+        got = pa.concat_tables([b.to_arrow() for b in batches]).combine_chunks()
+        ref = lance.dataset(uri).to_table(**kwargs)
+        assert [b.num_rows for b in batches] == [min(100, ref.num_rows - k) for k in range(0, ref.num_rows, 100)]
+        assert_same(got, ref, f"{kwargs}, {nfrag} fragments")
+    few, many = counts[2], counts[16]
+    # a filtered read's selections of late fields combine in a launch per source allocation,
+    # and the late decode allocates per unit: 36 -> 52 launches and 39 -> 61 pinned uploads
+    # (2 -> 16 fragments; 38 -> 108 and 39 -> 131 when each straddling batch was combined on
+    # its own); the unfiltered read's within 1.25x
+    bound = 1.6 if kwargs.get("filter") else 1.25
+    for key in ("launches", "d2h_blocking", "h2d_pinned"):  # (h2d_async: the decode's page uploads)
+        assert many.get(key, 0) <= bound * max(few.get(key, 0), 1), (key, counts)
+
+
+_LIMITED_READS = [
+    {"filter": "i32n > 0", "limit": 10},
+    {"filter": "i32n > 0", "limit": 7, "offset": 30, "columns": ["id", "s", "li"], "with_row_id": True},
+    {"filter": "id % 5 = 1", "limit": 12, "columns": {"id": "id", "twice": "id * 2", "emb": "emb"}},
+]
+
+
+@pytest.mark.parametrize("kwargs", _LIMITED_READS)
+def test_a_limit_after_a_filter_stops_decoding(budget_datasets, kwargs, monkeypatch):
+    """``to_table(filter=..., limit=...)`` on the device over 16 fragments decodes the units
+    in growing groups (``_growing_groups``) and stops once the limit is met: fewer units
+    decoded than the read holds, the rows of pylance and of the CPU path; the same read
+    without a limit decodes every unit once."""
+    decoded = []
+    real = gpu_read.scan_device
+
+    def counted(ds, fields, jobs, **kw):
+        decoded.extend(frag.fragment_id for frag, _rows in jobs)
+        return real(ds, fields, jobs, **kw)
+
+    monkeypatch.setattr(gpu_read, "scan_device", counted)
+    uri = budget_datasets[16]
+    ds = lance_gpu.dataset(uri, device="gpu")
+    got = ds.to_table(device="gpu", on_cpu_fallback="raise", **kwargs)
+    assert_same(got, lance.dataset(uri).to_table(**kwargs), f"{kwargs}")
+    assert_same(got, lance_gpu.dataset(uri, device="cpu").to_table(**kwargs), f"{kwargs}, the CPU path")
+    assert got.num_rows == kwargs["limit"], got.num_rows
+    assert 0 < len(set(decoded)) < 16, decoded  # some units, not all of them
+    decoded.clear()
+    whole = {k: v for k, v in kwargs.items() if k not in ("limit", "offset")}
+    got = ds.to_table(device="gpu", on_cpu_fallback="raise", **whole)
+    assert_same(got, lance.dataset(uri).to_table(**whole), f"{whole}")
+    assert sorted(set(decoded)) == sorted(f.fragment_id for f in lance.dataset(uri).get_fragments())
+
+
 def test_pass_tables_decode_as_pylance(budget_datasets, list_budget_datasets, monkeypatch):
     """16 fragments of the mixed and of the list-heavy table read with every column a pass
     table takes (``passplan``, from two leaves a pass: full-zip columns too) placed as one:
