@@ -60,7 +60,7 @@ from .errors import (
     raise_if_flagged,
     settle_flags,
 )
-from .segments import MAX_ITEMS32, _segment_of32
+from .segments import _segment_of32, launch_dims32
 
 cuda = LAZY_CUDA
 
@@ -623,17 +623,6 @@ _LAY_FIELDS = 9
 _WORD = 32
 _OWN_FIELDS = 4  # an owned word range: first word of words_all, words, first member, members
 _OWN_MEMBER = 3  # a member of one: layer, segment, first bit in the range
-
-
-def _launch32(n, threads_per_block, what):
-    """``(blocks, threads per block)`` of a launch of ``n`` threads by a kernel that numbers
-    its threads and searches its segments in unsigned 32 bits
-    (:func:`~cuda_kernels.segments._segment_of32`): at most
-    :data:`~cuda_kernels.segments.MAX_ITEMS32` threads (more: ``ValueError``)."""
-    if int(n) > MAX_ITEMS32:
-        msg = f"{what}: {int(n)} threads, at most 2 ** 31 - 1 in one launch"
-        raise ValueError(msg)
-    return _device.launch_dims(n, threads_per_block)
 
 
 @gpu_kernel
@@ -1597,7 +1586,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     if rep_levels:
         nflags = int(flag_first[-1])
         flags = _device.device_empty(nflags, np.int32)
-        blocks, tpb = _launch32(rep_levels, threads_per_block, "unravel_segments_gpu (flags)")
+        blocks, tpb = launch_dims32(rep_levels, threads_per_block, "unravel_segments_gpu (flags)")
         _unravel_segments_flags_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(rep_levels), flags, words_all, result, np.int64(2 * nlayers),
         )
@@ -1605,7 +1594,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     ngather = extra + nback
     launched = threads + int(own_prefix[-1]) + ngather
     if launched:  # (the one launch of a call whose segments have no repetition levels)
-        blocks, tpb = _launch32(launched, threads_per_block, "unravel_segments_gpu")
+        blocks, tpb = launch_dims32(launched, threads_per_block, "unravel_segments_gpu")
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
             np.int64(nlayers), cudf_all, into_words if into_words is not None else words_all,
@@ -2084,7 +2073,7 @@ def check_restarts_segments_gpu(levels, rep_pos, def_pos, counts, restart, *, on
     np.cumsum(counts, out=prefix[1:])
     err = new_error_flag()
     first_bad = _device.to_device(np.full(1, nseg, np.int64))
-    blocks, tpb = _launch32(total, threads_per_block, "check_restarts_segments_gpu")
+    blocks, tpb = launch_dims32(total, threads_per_block, "check_restarts_segments_gpu")
     _restart_check_kernel.get()[blocks, tpb](
         levels, _device.to_device(np.asarray(rep_pos, np.int64)), _device.to_device(np.asarray(def_pos, np.int64)),
         _device.to_device(prefix), np.int64(nseg), np.int64(total), _device.to_device(table), _device.to_device(lens), err, first_bad,

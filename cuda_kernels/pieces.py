@@ -72,7 +72,7 @@ from . import _device
 from ._target import LAZY_CUDA, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 from .gather import WARP_COPY_MIN_AVERAGE, copy_strided
-from .segments import MAX_ITEMS32, _descriptor, _i64, _prefix_host, _segment_of32
+from .segments import MAX_ITEMS32, _descriptor, _i64, _prefix_host, _segment_of32, launch_dims32
 
 cuda = LAZY_CUDA
 
@@ -482,17 +482,6 @@ def _count_zero_bits_kernel(words, offset, n, first, total, out):
 # --------------------------------------------------------------------------
 
 
-def _launch32(n, threads_per_block, what):
-    """``(blocks, threads per block)`` of a launch of ``n`` threads: the kernels here number
-    their threads, search their segments and count in unsigned 32 bits
-    (:func:`~cuda_kernels.segments._segment_of32`), so a launch covers at most
-    :data:`~cuda_kernels.segments.MAX_ITEMS32` threads (more: ``ValueError``)."""
-    if int(n) > MAX_ITEMS32:
-        msg = f"{what}: {int(n)} threads, at most 2 ** 31 - 1 in one call"
-        raise ValueError(msg)
-    return _device.launch_dims(n, threads_per_block)
-
-
 def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, *, pos=None, first=None, delta=None, dfirst=None,
                                 threads_per_block=256):
     """See the module docstring: one launch over every segment (``src`` an int64 device
@@ -507,7 +496,7 @@ def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, 
         if not bypos:  # the kernel reads none of them: a placeholder, nothing uploaded or allocated
             pos = first = delta = dfirst = d_at
         err = new_error_flag()
-        blocks, tpb = _launch32(total, threads_per_block, "rebase_offsets_segments_gpu")
+        blocks, tpb = launch_dims32(total, threads_per_block, "rebase_offsets_segments_gpu")
         _rebase_kernel.get()[blocks, tpb](
             _device.to_device(src), d_at, _descriptor(base), _descriptor(shift), _descriptor(stride),
             _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, np.int64(bypos), _descriptor(pos),
@@ -528,7 +517,7 @@ def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=Non
     if total:
         d_src = _device_bytes(src)
         err = new_error_flag()
-        blocks, tpb = _launch32(total, threads_per_block, "pack_bitmask_segments_gpu")
+        blocks, tpb = launch_dims32(total, threads_per_block, "pack_bitmask_segments_gpu")
         _bitmask_kernel.get()[blocks, tpb](
             d_src, _descriptor(at), _descriptor(counts), _descriptor(dst), _descriptor(column), _descriptor(bits),
             _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
@@ -579,7 +568,7 @@ def and_bitmask_segments_gpu(out, dst, src, counts, column, nulls, *, threads_pe
     total = int(prefix[-1])
     if total:
         err = new_error_flag()
-        blocks, tpb = _launch32(total, threads_per_block, "and_bitmask_segments_gpu")
+        blocks, tpb = launch_dims32(total, threads_per_block, "and_bitmask_segments_gpu")
         _and_bits_kernel.get()[blocks, tpb](
             out, _descriptor(dst), _descriptor(src), _descriptor(column), _device.to_device(prefix), np.int64(prefix.size - 1),
             np.int64(total), nulls, err,
@@ -598,7 +587,7 @@ def gather_rows_segments_gpu(src, pos, at, first, width, nbytes, out, dst, *, th
     if total:
         d_src = _device_bytes(src)
         err = new_error_flag()
-        blocks, tpb = _launch32(total, threads_per_block, "gather_rows_segments_gpu")
+        blocks, tpb = launch_dims32(total, threads_per_block, "gather_rows_segments_gpu")
         _gather_rows_segments_kernel.get()[blocks, tpb](
             d_src, _descriptor(pos), _descriptor(at), _descriptor(first), _descriptor(width), _descriptor(dst),
             _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, err,
@@ -616,7 +605,7 @@ def gather_bits_segments_gpu(src, pos, at, first, counts, dst, column, out, null
     if total:
         d_src = _device_bytes(src)
         err = new_error_flag()
-        blocks, tpb = _launch32(total, threads_per_block, "gather_bits_segments_gpu")
+        blocks, tpb = launch_dims32(total, threads_per_block, "gather_bits_segments_gpu")
         _gather_bits_segments_kernel.get()[blocks, tpb](
             d_src, _descriptor(pos), _descriptor(at), _descriptor(first), _descriptor(counts), _descriptor(dst), _descriptor(column),
             _descriptor(bits), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
@@ -641,7 +630,7 @@ def gather_var_segments_gpu(offsets, src, pos, delta, at, data, first, dfirst, c
             warp_copy = nbytes is not None and int(nbytes) >= WARP_COPY_MIN_AVERAGE * total
         lanes = 32 if warp_copy and 32 * total <= MAX_ITEMS32 else 1  # a warp per row while the threads count in 32 bits
         err = new_error_flag()
-        blocks, tpb = _launch32(total * lanes, threads_per_block, "gather_var_segments_gpu")
+        blocks, tpb = launch_dims32(total * lanes, threads_per_block, "gather_var_segments_gpu")
         _gather_var_segments_kernel.get()[blocks, tpb](
             _device.to_device(offsets), d_src, _descriptor(pos), _descriptor(delta), _descriptor(at), _descriptor(data),
             _descriptor(first), _descriptor(dfirst), _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1),
@@ -662,6 +651,6 @@ def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
     first = offset >> 5
     total = ((offset + n - 1) >> 5) - first + 1
     out = _device.device_zeros(1, np.int64)
-    blocks, tpb = _launch32(total, threads_per_block, "count_zero_bits_gpu")
+    blocks, tpb = launch_dims32(total, threads_per_block, "count_zero_bits_gpu")
     _count_zero_bits_kernel.get()[blocks, tpb](words, np.int64(offset), np.int64(n), np.int64(first), np.int64(total), out)
     return int(_device.to_host(out)[0])

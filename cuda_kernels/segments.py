@@ -128,6 +128,16 @@ def _segment_of32(prefix, nseg, k):
 MAX_ITEMS32 = (1 << 31) - 1
 
 
+def launch_dims32(n, threads_per_block, what):
+    """``(blocks, threads per block)`` of a launch of ``n`` threads by a kernel that numbers
+    its threads and searches its segments in unsigned 32 bits (:func:`_segment_of32`): at
+    most :data:`MAX_ITEMS32` threads (more: ``ValueError`` naming ``what``)."""
+    if int(n) > MAX_ITEMS32:
+        msg = f"{what}: {int(n)} threads, at most 2 ** 31 - 1 in one launch"
+        raise ValueError(msg)
+    return _device.launch_dims(n, threads_per_block)
+
+
 #: Bytes per word of the copies' wide loads and stores (a ``uint64`` view of each side).
 WORD = 8
 #: Lanes of a warp: the GPU copy gives each warp a tile of the concatenated ranges.

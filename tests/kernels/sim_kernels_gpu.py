@@ -1559,9 +1559,10 @@ def test_pieces_refuse_launches_past_32_bits(monkeypatch):
     """The pieces' kernels count their threads in 32 bits: a launch over more threads than
     ``MAX_ITEMS32`` is refused (here the limit lowered), and a warp-per-row string gather
     falls back to a thread per row where 32 lanes a row would pass it."""
-    from cuda_kernels import pieces
+    from cuda_kernels import pieces, segments
 
-    monkeypatch.setattr(pieces, "MAX_ITEMS32", 5)
+    monkeypatch.setattr(segments, "MAX_ITEMS32", 5)  # what segments.launch_dims32 refuses past
+    monkeypatch.setattr(pieces, "MAX_ITEMS32", 5)  # the string gather's warp fallback
     src = np.arange(10, dtype=np.int64)
     out = cuda.to_device(np.zeros(10, np.int64))
     with pytest.raises(ValueError, match="at most 2 \\*\\* 31 - 1"):
