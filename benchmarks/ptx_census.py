@@ -7,6 +7,8 @@ counted:
 
 * global loads and stores by width (``ld.global.u8`` moves one byte, ``ld.global.u64`` eight,
   ``ld.global.v2.u64`` sixteen), over the whole kernel and in its innermost loops;
+* over the whole kernel (static: every branch counted once): instructions, 64-bit and
+  32-bit integer operations;
 * in the innermost loops (a label and the last backward branch to it, with no other loop
   inside): instructions, 64-bit integer operations (``add/sub/mul/mad/shl/shr/and/or/setp``...
   on ``.s64/.u64/.b64``) and 32-bit ones;
@@ -82,9 +84,15 @@ def census(ptx: str) -> dict:
     """The counts of one kernel's PTX (module docstring)."""
     lines = ptx.splitlines()
     whole: Counter[str] = Counter()
+    ops: Counter[int] = Counter()
+    body = 0
     for line in lines:
         if m := _MEM.match(line):
             whole[f"{m.group(1)}.{m.group(2)}"] += 1
+        elif m := _INT.match(line):
+            ops[int(m.group(3))] += 1
+        s = line.strip()
+        body += bool(line.startswith("\t") and s and not s.startswith(("//", ".", "$", "{", "}")))
     loops = []
     for a, b in innermost_loops(lines):
         mem: Counter[str] = Counter()
@@ -103,7 +111,7 @@ def census(ptx: str) -> dict:
             elif m := _INT.match(line):
                 ints[int(m.group(3))] += 1
         loops.append({"lines": (a, b), "instructions": n, "mem": dict(mem), "int64": ints[64], "int32": ints[32], "stored": moved})
-    return {"mem": dict(whole), "loops": loops}
+    return {"mem": dict(whole), "loops": loops, "instructions": body, "int64": ops[64], "int32": ops[32]}
 
 
 def registers(ptx: str) -> int | None:
@@ -130,13 +138,13 @@ def _kernels():
     """``(label, kernel, constants, example arguments)`` of the kernels counted."""
     import numpy as np
 
-    from cuda_kernels import bitunpack, fsst, gather, rle, segments
+    from cuda_kernels import bitunpack, fsst, gather, levels, pieces, rle, segments
     from lance_gpu.file.encodings.dictionary import decode_kernels as dictionary_kernels
     from lance_gpu.file.encodings.rle import decode_kernels as rle_kernels
 
     z = np.zeros
     i32, i64, u8 = np.int32, np.int64, np.uint8
-    u32, u64 = np.uint32, np.uint64
+    u16, u32, u64 = np.uint16, np.uint32, np.uint64
     words = (z(1, u64), i64(0), z(1, u64), i64(0))  # segments.word_view of the source and the destination
     unpack = [
         (f"bitunpack._unpack_scatter_kernel T={t}", bitunpack._unpack_scatter_kernel, {"T": t},
@@ -149,7 +157,30 @@ def _kernels():
         ("rle decode_kernels._rle_chunks_kernel", rle_kernels._rle_chunks_kernel, {},
          (z(4, u32), z(4, u8), z(4, i64), z(3, i64), z(3, i64), i64(2), i64(4), z(9, u32), z(1, i32))),
         ("dictionary decode_kernels._dictionary_spans_kernel", dictionary_kernels._dictionary_spans_kernel, {},
-         (z(4, u32), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32))),
+         (z(4, u32), z(3, u32), u32(2), u32(4), i64(0), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32), z(1, u64), i64(0))),
+        # the pieces' segmented kernels (a thread per destination word / offset / byte / row)
+        ("pieces._bitmask_kernel", pieces._bitmask_kernel, {},
+         (z(9, u8), *[z(2, i64)] * 5, z(3, i64), i64(2), i64(4), z(4, u32), z(2, i64), z(1, i32))),
+        ("pieces._gather_bits_segments_kernel", pieces._gather_bits_segments_kernel, {},
+         (z(9, u8), z(4, i64), *[z(2, i64)] * 6, z(3, i64), i64(2), i64(4), z(4, u32), z(2, i64), z(1, i32))),
+        ("pieces._and_bits_kernel", pieces._and_bits_kernel, {},
+         (z(4, u32), *[z(2, i64)] * 3, z(3, i64), i64(2), i64(4), z(2, i64), z(1, i32))),
+        ("pieces._rebase_kernel", pieces._rebase_kernel, {},
+         (z(4, i64), *[z(2, i64)] * 5, z(3, i64), i64(2), i64(4), z(4, i32), i64(1), z(4, i64), z(2, i64), z(4, i64), z(2, i64),
+          z(1, i32))),
+        ("pieces._gather_rows_segments_kernel", pieces._gather_rows_segments_kernel, {},
+         (z(9, u8), z(4, i64), *[z(2, i64)] * 4, z(3, i64), i64(2), i64(4), z(9, u8), z(1, i32))),
+        ("pieces._gather_var_segments_kernel", pieces._gather_var_segments_kernel, {},
+         (z(5, i64), z(9, u8), z(4, i64), z(4, i64), *[z(2, i64)] * 5, z(3, i64), i64(2), i64(4), i64(1), z(9, u8), z(1, i32))),
+        # the level unravel's launches over segments, and the restart check
+        ("levels._unravel_segments_flags_kernel", levels._unravel_segments_flags_kernel, {},
+         (z(9, u16), z(40, i64), i64(0), i64(9), i64(12), i64(30), i64(1), i64(9), z(18, i32), z(4, u32), z(5, i64), i64(4))),
+        ("levels._unravel_segments_scatter_kernel", levels._unravel_segments_scatter_kernel, {},
+         (z(9, u16), z(40, i64), i64(0), i64(9), i64(12), i64(30), i64(1), i64(9), z(19, i64), z(9, i64), z(4, u32),
+          z(5, i64), i64(2), z(4, i32), z(4, u32), z(4, i32), z(4, u32), i64(20), i64(30), i64(1), i64(16),
+          z(4, i64), z(2, i64), z(3, i32), i64(5))),
+        ("levels._restart_check_kernel", levels._restart_check_kernel, {},
+         (z(9, u16), z(2, i64), z(2, i64), z(3, i64), i64(2), i64(4), z((2, 3), i64), z(2, i64), z(1, i32), z(1, i64))),
         ("gather._gather_kernel", gather._gather_kernel, {}, (z(3, u32), z(4, u32), z(4, u32), z(1, i32))),
         ("segments._copy_kernel", segments._copy_kernel, {},
          (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), *words)),
@@ -206,6 +237,7 @@ def leaf_table(compile_ptx, rebind) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dump", type=Path, help="write each kernel's PTX into this folder")
+    ap.add_argument("--only", help="count only the kernels whose label contains this text (no leaf table)")
     args = ap.parse_args(argv)
     import numba
     import numba.cuda.dispatcher as disp
@@ -217,10 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     disp.get_current_device = lambda: _Sm90()
     from cuda_kernels._target import _rebind
 
-    print("| kernel | registers | global loads (whole kernel) | global stores | innermost loops: instructions, loads / stores, "
-          "int64 / int32 ops, bytes stored |")
-    print("|---|---|---|---|---|")
+    print("| kernel | registers | instructions, int64 / int32 ops (whole kernel, static) | global loads (whole kernel) | global stores | "
+          "innermost loops: instructions, loads / stores, int64 / int32 ops, bytes stored |")
+    print("|---|---|---|---|---|---|")
     for label, kernel, consts, example in _kernels():
+        if args.only and args.only not in label:
+            continue
         sig = tuple(numba.typeof(a) for a in example)
         ptx, _ = cuda.compile_ptx(_rebind(kernel.py, "gpu", consts), sig, cc=(9, 0))
         if args.dump:
@@ -234,9 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{lp['int64']}/{lp['int32']}, {lp['stored']} B"
             for lp in c["loops"]
         )
-        print(f"| {label} | {registers(ptx) or '?'} | {loads} | {stores} | {loops} |")
-    print()
-    print("\n".join(leaf_table(cuda.compile_ptx, _rebind)))
+        print(f"| {label} | {registers(ptx) or '?'} | {c['instructions']}, {c['int64']} / {c['int32']} | {loads} | {stores} | {loops} |")
+    if not args.only:
+        print()
+        print("\n".join(leaf_table(cuda.compile_ptx, _rebind)))
     return 0
 
 

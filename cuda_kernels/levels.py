@@ -60,7 +60,7 @@ from .errors import (
     raise_if_flagged,
     settle_flags,
 )
-from .segments import _segment_of
+from .segments import _segment_of32, launch_dims32
 
 cuda = LAZY_CUDA
 
@@ -631,12 +631,12 @@ def _unravel_segments_flags_kernel(levels, desc, seg0, ls0, lay0, ltr0, nseg, to
     an entry at its layer m (``total``: the levels of those segments); the thread of level
     ``32 k`` also sets word ``k`` of every layer's validity words to all-valid (the scatter
     clears the null entries' bits and the bits past the layer's entries)."""
-    i = cuda.grid(1)
-    if i >= total:
+    i = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if i >= np.uint32(total):
         return
-    s = _segment_of(desc[ls0:], nseg, i)
+    s = np.int64(_segment_of32(desc[ls0:], nseg, i))
     b = seg0 + s * _SEG_FIELDS
-    j = i - desc[ls0 + s]
+    j = np.int64(np.uint32(i - np.uint32(desc[ls0 + s])))
     n = desc[b + 2]
     lev = desc[b + 8] - desc[b + 10] + j  # the level's place in its run (j: a segment alone)
     if lev % _WORD == 0:
@@ -723,18 +723,18 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
     of layers with repetition levels, past the words the flags launch set (0).  Then
     ``ngather`` threads fill ``result[2 * nlayers + nseg:]`` with :func:`_gathered` (the
     caller's values and the earlier launches' flags, read back with the counts)."""
-    i = cuda.grid(1)
-    if i >= total + nwords + ngather:
+    i = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if i >= np.uint32(total + nwords + ngather):
         return
-    if i >= total + nwords:
-        g = i - total - nwords
+    if i >= np.uint32(total + nwords):
+        g = np.int64(i) - total - nwords
         result[2 * nlayers + nseg + g] = _gathered(src, positions, flags, g)
         return
-    if i >= total:
-        t = i - total
-        r = _segment_of(desc[ws0 + nws * _OWN_FIELDS:], nws, t)
+    if i >= np.uint32(total):
+        t = np.uint32(i - np.uint32(total))
+        r = np.int64(_segment_of32(desc[ws0 + nws * _OWN_FIELDS:], nws, t))
         rb = ws0 + r * _OWN_FIELDS
-        w = t - desc[ws0 + nws * _OWN_FIELDS + r]
+        w = np.int64(np.uint32(t - np.uint32(desc[ws0 + nws * _OWN_FIELDS + r])))
         lo = w * _WORD
         hi = lo + _WORD
         m0 = desc[rb + 2]
@@ -771,9 +771,9 @@ def _unravel_segments_scatter_kernel(levels, desc, seg0, ts0, lay0, ltr0, nseg, 
             a += 1
         words_all[desc[rb] + w] = word
         return
-    s = _segment_of(desc[ts0:], nseg, i)
+    s = np.int64(_segment_of32(desc[ts0:], nseg, i))
     b = seg0 + s * _SEG_FIELDS
-    j = i - desc[ts0 + s]
+    j = np.int64(np.uint32(i - np.uint32(desc[ts0 + s])))
     n = desc[b + 2]
     rp = desc[b]
     dp = desc[b + 1]
@@ -1413,7 +1413,10 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     of its own, the bits past its entries 0; layers of segments with repetition levels
     included, their null bits cleared by atomics after the scan); validity is ``None`` for a
     layer without null entries.
-    Every host-side descriptor travels in one upload.
+    Every host-side descriptor travels in one upload.  The launches number their threads and
+    search their segments in unsigned 32 bits: a call of more than ``2 ** 31 - 1`` levels with
+    repetition levels, or threads of the scatter (levels, owned words, values read back),
+    raises ``ValueError``.
 
     ``read_also``: optional ``(values, positions)``, a device ``int64`` array and host
     positions in it, read back in the same copy; then ``(results, values[positions])`` is
@@ -1583,7 +1586,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     if rep_levels:
         nflags = int(flag_first[-1])
         flags = _device.device_empty(nflags, np.int32)
-        blocks, tpb = _device.launch_dims(rep_levels, threads_per_block)
+        blocks, tpb = launch_dims32(rep_levels, threads_per_block, "unravel_segments_gpu (flags)")
         _unravel_segments_flags_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ls0, lay0, ltr0, np.int64(nseg), np.int64(rep_levels), flags, words_all, result, np.int64(2 * nlayers),
         )
@@ -1591,7 +1594,7 @@ def unravel_segments_gpu(levels, segments, *, read_also=None, cudf=False, words_
     ngather = extra + nback
     launched = threads + int(own_prefix[-1]) + ngather
     if launched:  # (the one launch of a call whose segments have no repetition levels)
-        blocks, tpb = _device.launch_dims(launched, threads_per_block)
+        blocks, tpb = launch_dims32(launched, threads_per_block, "unravel_segments_gpu")
         _unravel_segments_scatter_kernel.get()[blocks, tpb](
             d_levels, desc, seg0, ts0, lay0, ltr0, np.int64(nseg), np.int64(threads), excl, offsets_all, words_all, result,
             np.int64(nlayers), cudf_all, into_words if into_words is not None else words_all,
@@ -2025,11 +2028,11 @@ def bitmap_to_validity_gpu(bitmap, length, offset=0, *, threads_per_block=256):
 
 @gpu_kernel
 def _restart_check_kernel(levels, seg_rep, seg_def, prefix, nseg, total, restart, restart_len, err, first_bad):
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
+    s = np.int64(_segment_of32(prefix, nseg, k))
+    rel = np.int64(np.uint32(k - np.uint32(prefix[s])))
     n = np.int64(prefix[s + 1]) - np.int64(prefix[s])
     d = np.int64(levels[np.int64(seg_def[s]) + rel])
     if d >= np.int64(restart_len[s]):
@@ -2070,7 +2073,7 @@ def check_restarts_segments_gpu(levels, rep_pos, def_pos, counts, restart, *, on
     np.cumsum(counts, out=prefix[1:])
     err = new_error_flag()
     first_bad = _device.to_device(np.full(1, nseg, np.int64))
-    blocks, tpb = _device.launch_dims(total, threads_per_block)
+    blocks, tpb = launch_dims32(total, threads_per_block, "check_restarts_segments_gpu")
     _restart_check_kernel.get()[blocks, tpb](
         levels, _device.to_device(np.asarray(rep_pos, np.int64)), _device.to_device(np.asarray(def_pos, np.int64)),
         _device.to_device(prefix), np.int64(nseg), np.int64(total), _device.to_device(table), _device.to_device(lens), err, first_bad,

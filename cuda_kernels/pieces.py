@@ -56,6 +56,12 @@ over every piece of every column that lives in one source allocation:
   bitmask words: one thread per word, a population count and one atomic each, no descriptor
   to upload.
 
+Every kernel here numbers its threads, finds its segment
+(:func:`~cuda_kernels.segments._segment_of32`) and counts a segment's items or a word's bits
+in unsigned 32 bits; positions in the arrays stay 64-bit.  A call covers at most ``2 ** 31 -
+1`` threads (destination words, offsets, bytes or rows; more: ``ValueError``); the string
+gather takes a thread per row where a warp per row would pass that.
+
 A source outside its array flags ``ERR_OUT_OF_BOUNDS`` (``CorruptInputError``), as the other
 segment primitives do.  The CPU functions of the same names are the references.
 """
@@ -66,7 +72,7 @@ from . import _device
 from ._target import LAZY_CUDA, dual, gpu_kernel
 from .errors import ERR_OUT_OF_BOUNDS, CorruptInputError, new_error_flag, raise_if_flagged
 from .gather import WARP_COPY_MIN_AVERAGE, copy_strided
-from .segments import _descriptor, _i64, _prefix_host, _segment_of
+from .segments import MAX_ITEMS32, _descriptor, _i64, _prefix_host, _segment_of32, launch_dims32
 
 cuda = LAZY_CUDA
 
@@ -253,9 +259,9 @@ def _word_of_segment(prefix, nseg, k, dst, counts):
     ``[lo, hi)`` in that word (at most 32: a segment's first and last words are partial),
     for segments of ``counts[s]`` bits from bit ``dst[s]`` (``prefix``: their word counts'
     exclusive scan, what :func:`segment_words` gives)."""
-    s = _segment_of(prefix, nseg, k)
+    s = _segment_of32(prefix, nseg, k)
     d0 = np.int64(dst[s])
-    word = (d0 >> 5) + (k - np.int64(prefix[s]))
+    word = (d0 >> 5) + np.int64(np.uint32(k - np.uint32(prefix[s])))
     lo = max(d0, word * 32)
     hi = min(d0 + np.int64(counts[s]), word * 32 + 32)
     return s, d0, word, lo, hi
@@ -275,11 +281,11 @@ def _or_word_bits(out, word, lo, nb, v, nulls, column):
 
 @gpu_kernel
 def _rebase_kernel(src, at, base, shift, stride, dst, prefix, nseg, total, out, bypos, pos, first, delta, dfirst, err):
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
+    s = _segment_of32(prefix, nseg, k)
+    rel = np.int64(np.uint32(k - np.uint32(prefix[s])))
     d = np.int64(dst[s]) + rel
     a = np.int64(at[s])
     f = np.int64(first[s]) if bypos else np.int64(-1)
@@ -312,8 +318,8 @@ def _bitmask_kernel(src, at, counts, dst, column, bits, prefix, nseg, total, out
     """Destination word ``word`` of segment ``s`` takes the segment's bits ``[lo, hi)`` (at
     most 32) from its source: bool bytes, or the bits from ``at + lo - dst`` of ``src`` read
     as a bitmap (the bytes covering them gathered as 64 bits and shifted)."""
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
     s, d0, word, lo, hi = _word_of_segment(prefix, nseg, k, dst, counts)
     nb = hi - lo
@@ -326,17 +332,23 @@ def _bitmask_kernel(src, at, counts, dst, column, bits, prefix, nseg, total, out
         return
     keep = (np.uint64(1) << np.uint64(nb)) - np.uint64(1)
     v = np.uint64(0)
+    m = np.uint32(nb)
     if from_bits:
         sb = a + (lo - d0)
         first = sb >> 3
-        last = (sb + nb - 1) >> 3
-        for i in range(first, last + 1):
-            v |= np.uint64(src[i]) << np.uint64(8 * (i - first))
+        nbytes = np.uint32(np.uint32((sb & 7) + m + np.uint32(7)) >> np.uint32(3))  # at most 5
+        i = np.uint32(0)
+        while i < nbytes:
+            v |= np.uint64(src[first + i]) << np.uint64(np.uint32(8) * i)
+            i = np.uint32(i + np.uint32(1))
         v = (v >> np.uint64(sb & 7)) & keep
     elif a >= 0:
-        for b in range(lo, hi):
-            if src[a + (b - d0)] != 0:
-                v |= np.uint64(1) << np.uint64(b - lo)
+        base = a + (lo - d0)
+        b = np.uint32(0)
+        while b < m:
+            if src[base + b] != 0:
+                v |= np.uint64(1) << np.uint64(b)
+            b = np.uint32(b + np.uint32(1))
     elif a == -1:
         v = keep
     _or_word_bits(out, word, lo, nb, v, nulls, column[s])
@@ -344,11 +356,11 @@ def _bitmask_kernel(src, at, counts, dst, column, bits, prefix, nseg, total, out
 
 @gpu_kernel
 def _and_bits_kernel(out, dst, src, column, prefix, nseg, total, nulls, err):
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
+    s = _segment_of32(prefix, nseg, k)
+    rel = np.int64(np.uint32(k - np.uint32(prefix[s])))
     w = np.int64(dst[s]) + rel
     p = np.int64(src[s]) + rel
     if w < 0 or p < 0 or w >= out.shape[0] or p >= out.shape[0]:
@@ -364,20 +376,26 @@ def _and_bits_kernel(out, dst, src, column, prefix, nseg, total, nulls, err):
 
 @gpu_kernel
 def _gather_rows_segments_kernel(src, pos, at, first, width, dst, prefix, nseg, total, out, err):
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
+    s = _segment_of32(prefix, nseg, k)
+    rel = np.int64(np.uint32(k - np.uint32(prefix[s])))
     w = np.int64(width[s])
-    i = rel // w
-    q = np.int64(first[s]) + i
+    if w <= 0 or w > MAX_ITEMS32:  # a row wider than the launch: corrupt descriptors
+        cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
+        return
+    # the row and the byte in it by a 32-bit division (rel < 2 ** 31)
+    w32 = np.uint32(w)
+    r32 = np.uint32(rel)
+    i = np.uint32(r32 // w32)
+    q = np.int64(first[s]) + np.int64(i)
     d = np.int64(dst[s]) + rel
     if q < 0 or q >= pos.shape[0] or d < 0 or d >= out.shape[0]:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         return
     p = np.int64(pos[q])
-    a = np.int64(at[s]) + p * w + (rel - i * w)
+    a = np.int64(at[s]) + p * w + np.int64(np.uint32(r32 - i * w32))
     if p < 0 or a < 0 or a >= src.shape[0]:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         return
@@ -388,8 +406,8 @@ def _gather_rows_segments_kernel(src, pos, at, first, width, dst, prefix, nseg, 
 def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits, prefix, nseg, total, out, nulls, err):
     """Destination word ``word`` of segment ``s`` takes the validity of the rows of its bits
     ``[lo, hi)`` (at most 32), each row's source bit or byte read through ``pos``."""
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
     s, d0, word, lo, hi = _word_of_segment(prefix, nseg, k, dst, counts)
     a = np.int64(at[s])
@@ -400,8 +418,11 @@ def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits,
         return
     limit = src.shape[0] * 8 if from_bits else src.shape[0]
     v = np.uint64(0)
-    for b in range(lo, hi):
-        j = a + np.int64(pos[f + (b - d0)])
+    q = f + (lo - d0)
+    m = np.uint32(hi - lo)
+    b = np.uint32(0)
+    while b < m:
+        j = a + np.int64(pos[q + b])
         if j < 0 or j >= limit:
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
             return
@@ -409,19 +430,20 @@ def _gather_bits_segments_kernel(src, pos, at, first, counts, dst, column, bits,
             one = (np.uint64(src[j >> 3]) >> np.uint64(j & 7)) & np.uint64(1)
         else:
             one = np.uint64(1) if src[j] != 0 else np.uint64(0)
-        v |= one << np.uint64(b - lo)
+        v |= one << np.uint64(b)
+        b = np.uint32(b + np.uint32(1))
     _or_word_bits(out, word, lo, hi - lo, v, nulls, column[s])
 
 
 @gpu_kernel
 def _gather_var_segments_kernel(offsets, src, pos, delta, at, data, first, dfirst, dst, prefix, nseg, total, lanes, out, err):
     """Row ``k`` (of every segment's rows) is copied by ``lanes`` threads (1, or a warp)."""
-    t = cuda.grid(1)
-    k = t // lanes
-    if k >= total:
+    t = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    k = np.uint32(t // np.uint32(lanes))
+    if k >= np.uint32(total):
         return
-    s = _segment_of(prefix, nseg, k)
-    rel = k - np.int64(prefix[s])
+    s = _segment_of32(prefix, nseg, k)
+    rel = np.int64(np.uint32(k - np.uint32(prefix[s])))
     q = np.int64(first[s]) + rel
     r = np.int64(dfirst[s]) + rel
     if q < 0 or q >= pos.shape[0] or r < 0 or r >= delta.shape[0]:
@@ -438,13 +460,13 @@ def _gather_var_segments_kernel(offsets, src, pos, delta, at, data, first, dfirs
     if n < 0 or a < 0 or a + n > src.shape[0] or d < 0 or d + n > out.shape[0]:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
         return
-    copy_strided(src, a, out, d, n, t - k * lanes, lanes)
+    copy_strided(src, a, out, d, n, np.int64(np.uint32(t - k * np.uint32(lanes))), lanes)
 
 
 @gpu_kernel
 def _count_zero_bits_kernel(words, offset, n, first, total, out):
-    k = cuda.grid(1)
-    if k >= total:
+    k = np.uint32(np.uint32(cuda.blockIdx.x) * np.uint32(cuda.blockDim.x) + np.uint32(cuda.threadIdx.x))
+    if k >= np.uint32(total):
         return
     w = first + k
     lo = max(offset, w * 32)
@@ -474,7 +496,7 @@ def rebase_offsets_segments_gpu(src, at, counts, base, shift, stride, out, dst, 
         if not bypos:  # the kernel reads none of them: a placeholder, nothing uploaded or allocated
             pos = first = delta = dfirst = d_at
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        blocks, tpb = launch_dims32(total, threads_per_block, "rebase_offsets_segments_gpu")
         _rebase_kernel.get()[blocks, tpb](
             _device.to_device(src), d_at, _descriptor(base), _descriptor(shift), _descriptor(stride),
             _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, np.int64(bypos), _descriptor(pos),
@@ -495,7 +517,7 @@ def pack_bitmask_segments_gpu(src, at, counts, dst, column, out, nulls, bits=Non
     if total:
         d_src = _device_bytes(src)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        blocks, tpb = launch_dims32(total, threads_per_block, "pack_bitmask_segments_gpu")
         _bitmask_kernel.get()[blocks, tpb](
             d_src, _descriptor(at), _descriptor(counts), _descriptor(dst), _descriptor(column), _descriptor(bits),
             _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
@@ -546,7 +568,7 @@ def and_bitmask_segments_gpu(out, dst, src, counts, column, nulls, *, threads_pe
     total = int(prefix[-1])
     if total:
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        blocks, tpb = launch_dims32(total, threads_per_block, "and_bitmask_segments_gpu")
         _and_bits_kernel.get()[blocks, tpb](
             out, _descriptor(dst), _descriptor(src), _descriptor(column), _device.to_device(prefix), np.int64(prefix.size - 1),
             np.int64(total), nulls, err,
@@ -565,7 +587,7 @@ def gather_rows_segments_gpu(src, pos, at, first, width, nbytes, out, dst, *, th
     if total:
         d_src = _device_bytes(src)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        blocks, tpb = launch_dims32(total, threads_per_block, "gather_rows_segments_gpu")
         _gather_rows_segments_kernel.get()[blocks, tpb](
             d_src, _descriptor(pos), _descriptor(at), _descriptor(first), _descriptor(width), _descriptor(dst),
             _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, err,
@@ -583,7 +605,7 @@ def gather_bits_segments_gpu(src, pos, at, first, counts, dst, column, out, null
     if total:
         d_src = _device_bytes(src)
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(total, threads_per_block)
+        blocks, tpb = launch_dims32(total, threads_per_block, "gather_bits_segments_gpu")
         _gather_bits_segments_kernel.get()[blocks, tpb](
             d_src, _descriptor(pos), _descriptor(at), _descriptor(first), _descriptor(counts), _descriptor(dst), _descriptor(column),
             _descriptor(bits), _device.to_device(prefix), np.int64(prefix.size - 1), np.int64(total), out, nulls, err,
@@ -606,9 +628,9 @@ def gather_var_segments_gpu(offsets, src, pos, delta, at, data, first, dfirst, c
         d_src = _device_bytes(src)
         if warp_copy is None:
             warp_copy = nbytes is not None and int(nbytes) >= WARP_COPY_MIN_AVERAGE * total
-        lanes = 32 if warp_copy else 1
+        lanes = 32 if warp_copy and 32 * total <= MAX_ITEMS32 else 1  # a warp per row while the threads count in 32 bits
         err = new_error_flag()
-        blocks, tpb = _device.launch_dims(total * lanes, threads_per_block)
+        blocks, tpb = launch_dims32(total * lanes, threads_per_block, "gather_var_segments_gpu")
         _gather_var_segments_kernel.get()[blocks, tpb](
             _device.to_device(offsets), d_src, _descriptor(pos), _descriptor(delta), _descriptor(at), _descriptor(data),
             _descriptor(first), _descriptor(dfirst), _descriptor(dst), _device.to_device(prefix), np.int64(prefix.size - 1),
@@ -629,6 +651,6 @@ def count_zero_bits_gpu(words, offset, n, *, threads_per_block=256) -> int:
     first = offset >> 5
     total = ((offset + n - 1) >> 5) - first + 1
     out = _device.device_zeros(1, np.int64)
-    blocks, tpb = _device.launch_dims(total, threads_per_block)
+    blocks, tpb = launch_dims32(total, threads_per_block, "count_zero_bits_gpu")
     _count_zero_bits_kernel.get()[blocks, tpb](words, np.int64(offset), np.int64(n), np.int64(first), np.int64(total), out)
     return int(_device.to_host(out)[0])

@@ -96,6 +96,48 @@ def _segment_of(prefix, nseg, k):
     return s
 
 
+@dual
+def _segment_of32(prefix, nseg, k):
+    """:func:`_segment_of` in 32-bit arithmetic: the segment ``s`` (uint32) in ``[0, nseg)``
+    with ``prefix[s] <= k < prefix[s + 1]``.
+
+    For launches of fewer than ``2 ** 31`` items (the wrappers refuse bigger ones): ``k``
+    (uint32) and every value of ``prefix`` (int64 or uint32; ``prefix[0] == 0``, read
+    truncated to 32 bits, exact below ``2 ** 31``) and ``nseg`` are below ``2 ** 31``, so the
+    search's bounds, midpoints and comparisons stay unsigned 32-bit.
+    """
+    one = np.uint32(1)
+    lo = np.uint32(0)
+    hi = np.uint32(np.uint32(nseg) + one)
+    # upper bound: first index with prefix[index] > k
+    while lo < hi:
+        mid = np.uint32(np.uint32(lo + hi) >> one)
+        if np.uint32(prefix[mid]) <= k:
+            lo = np.uint32(mid + one)
+        else:
+            hi = mid
+    # prefix[0] == 0 <= k: lo >= 1; k < prefix[nseg]: lo <= nseg (clamped all the same)
+    if lo > np.uint32(nseg):
+        lo = np.uint32(nseg)
+    if lo == np.uint32(0):
+        lo = one
+    return np.uint32(lo - one)
+
+
+#: Items one launch of a kernel that counts in 32 bits (:func:`_segment_of32`) may cover.
+MAX_ITEMS32 = (1 << 31) - 1
+
+
+def launch_dims32(n, threads_per_block, what):
+    """``(blocks, threads per block)`` of a launch of ``n`` threads by a kernel that numbers
+    its threads and searches its segments in unsigned 32 bits (:func:`_segment_of32`): at
+    most :data:`MAX_ITEMS32` threads (more: ``ValueError`` naming ``what``)."""
+    if int(n) > MAX_ITEMS32:
+        msg = f"{what}: {int(n)} threads, at most 2 ** 31 - 1 in one launch"
+        raise ValueError(msg)
+    return _device.launch_dims(n, threads_per_block)
+
+
 #: Bytes per word of the copies' wide loads and stores (a ``uint64`` view of each side).
 WORD = 8
 #: Lanes of a warp: the GPU copy gives each warp a tile of the concatenated ranges.

@@ -168,7 +168,7 @@ def _pipeline_cases():
             (
                 dictionary_kernels._dictionary_spans_kernel,
                 {},
-                (z(4, idx), z(3, i64), i64(2), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32)),
+                (z(4, idx), z(3, u32), u32(2), u32(4), i64(0), *[z(2, i64)] * 6, z(9, u8), z(4, i64), z(4, i64), z(4, i64), z(4, i64), z(1, i32), z(1, u64), i64(0)),
             )
         )
     for dt in (u8, u16, u32, u64):  # RLE runs expanded, per value width

@@ -1503,6 +1503,80 @@ def test_count_zero_bits_matches_cpu(offset, n):
         count_zero_bits_gpu(cuda.to_device(words), offset, words.size * 32 - offset + 1)
 
 
+def _dictionary_case(at):
+    """Four pages' dictionary indices (fixed 4-byte items, variable-width items, an empty
+    page, fixed 2-byte items), their descriptors and arena (the variable-width items' int64
+    offsets at byte ``at``), and the spans they name."""
+    arena = np.zeros(96, np.uint8)
+    arena[at : at + 32] = np.array([0, 3, 3, 8], np.int64).view(np.uint8)  # page 1's item offsets
+    indices = np.array([9, 2, 0, 1, 2, 1, 1, 0, 1, 0], np.uint32)  # index 0: not a page's
+    segs = {
+        "start": np.array([1, 5, 8, 8], np.int64), "count": np.array([4, 3, 0, 2], np.int64),
+        "items": np.array([0, 16, 0, 80], np.int64), "nitems": np.array([3, 3, 0, 2], np.int64),
+        "width": np.array([4, 0, 4, 2], np.int64), "offsets": np.array([0, at, 0, 0], np.int64),
+        "dst": np.array([100, 2, 0, 200], np.int64),
+    }
+    fixed_src = np.full(9, -7, np.int64)
+    fixed_dst = np.full(9, -7, np.int64)
+    fixed_src[[0, 1, 2, 3, 7, 8]] = [8, 0, 4, 8, 82, 80]
+    fixed_dst[[0, 1, 2, 3, 7, 8]] = [100, 104, 108, 112, 200, 202]
+    start = np.full(6, -7, np.int64)
+    length = np.full(6, -7, np.int64)
+    start[2:5] = [19, 19, 16]
+    length[2:5] = [0, 0, 3]
+    return indices, segs, arena, (fixed_src, fixed_dst, start, length)
+
+
+@pytest.mark.parametrize(("limit", "at"), [(None, 40), (None, 43), (4, 40), (2, 40)])
+def test_dictionary_spans_match_the_items(monkeypatch, limit, at):
+    """The read path's dictionary step (32-bit thread numbers and page search): fixed-width
+    items become copy ranges, variable-width items spans (their offsets read as words at an
+    aligned ``at``, as bytes at another), an empty page nothing; launches split at page
+    bounds (``limit``: the most indices one launch covers) give the same, a page over the
+    limit is refused, an index past its dictionary is flagged."""
+    from lance_gpu.file.encodings.dictionary import decode_kernels as dk
+
+    if limit is not None:
+        monkeypatch.setattr(dk, "_MAX_LAUNCH", limit)
+    if limit == 4:
+        assert dk._launch_groups(np.array([4, 3, 0, 2]), 4) == [(0, 1), (1, 3), (3, 4)]
+    indices, segs, arena, want = _dictionary_case(at)
+    outs = [cuda.to_device(np.full(w.size, -7, np.int64)) for w in want]
+    if limit == 2:  # page 0 holds 4 indices
+        with pytest.raises(ValueError, match="a page of 4 indices"):
+            dk.dictionary_spans(cuda.to_device(indices), segs, cuda.to_device(arena), *outs)
+        return
+    dk.dictionary_spans(cuda.to_device(indices), segs, cuda.to_device(arena), *outs)
+    for got, w in zip(outs, want, strict=True):
+        np.testing.assert_array_equal(h(got), w)
+    bad = indices.copy()
+    bad[6] = 3  # page 1 has 3 items
+    with pytest.raises(CorruptInputError):
+        dk.dictionary_spans(cuda.to_device(bad), segs, cuda.to_device(arena), *outs)
+
+
+def test_pieces_refuse_launches_past_32_bits(monkeypatch):
+    """The pieces' kernels count their threads in 32 bits: a launch over more threads than
+    ``MAX_ITEMS32`` is refused (here the limit lowered), and a warp-per-row string gather
+    falls back to a thread per row where 32 lanes a row would pass it."""
+    from cuda_kernels import pieces, segments
+
+    monkeypatch.setattr(segments, "MAX_ITEMS32", 5)  # what segments.launch_dims32 refuses past
+    monkeypatch.setattr(pieces, "MAX_ITEMS32", 5)  # the string gather's warp fallback
+    src = np.arange(10, dtype=np.int64)
+    out = cuda.to_device(np.zeros(10, np.int64))
+    with pytest.raises(ValueError, match="at most 2 \\*\\* 31 - 1"):
+        pieces.rebase_offsets_segments_gpu(cuda.to_device(src), [0], [6], [0], [0], [0], out, [0])
+    pieces.rebase_offsets_segments_gpu(cuda.to_device(src), [0], [5], [0], [0], [0], out, [0])
+    np.testing.assert_array_equal(h(out)[:5], src[:5])
+    offsets = np.array([0, 40, 80], np.int64)
+    data = np.arange(80, dtype=np.uint8)
+    got = cuda.to_device(np.zeros(80, np.uint8))
+    pieces.gather_var_segments_gpu(cuda.to_device(offsets), cuda.to_device(data), [1, 0], [-40, 40], [0], [0], [0], [0], [2], [0], got,
+                                   warp_copy=True)
+    np.testing.assert_array_equal(h(got), np.concatenate([data[40:], data[:40]]))
+
+
 def test_allocation_of_finds_the_whole_allocation():
     """Views of one device allocation share its key; the byte offset locates them."""
     whole = cuda.to_device(np.arange(64, dtype=np.int64))
