@@ -13,15 +13,9 @@ Example: symbols ``{0: b"ab", 1: b"c"}``; the codes ``00 01 ff 7a 00`` decode to
 
 Decoding runs in two passes over the strings: pass 1 computes each decoded
 length (and validates the input), an exclusive scan turns the lengths into
-output offsets, and pass 2 writes the bytes.  On the GPU both passes keep the
-symbol table in shared memory (a CUDA block's strings share one); the scan is
-``cupy.cumsum`` (host scan when CuPy is missing, e.g. under the simulator).  The
-single-table kernels run a thread per string; the segmented ones (what the reader
-launches) a thread per string shorter than ``WARP_MIN_BYTES`` code bytes and a whole
-warp per longer one: lanes take consecutive code bytes of a 32-byte tile, a ballot of
-the 255 bytes tells escape codes from escaped literals (:func:`_warp_tile`), a warp
-scan of the codes' lengths places their output, and the output leaves as aligned
-8-byte stores through a ring of words in shared memory (:func:`_warp_decode`).
+output offsets, and pass 2 writes the bytes.  On the GPU both passes use one
+thread per string and keep the symbol table in shared memory; the scan is
+``cupy.cumsum`` (host scan when CuPy is missing, e.g. under the simulator).
 
 Corrupt input (an escape as the last byte of a string, a code naming a symbol
 ``>= n_symbols``, offsets outside the compressed buffer, a symbol longer than
@@ -36,7 +30,7 @@ from . import _device
 from ._cpu import store_u64
 from ._jitcache import LAZY_NUMBA as numba
 from ._jitcache import prange
-from ._target import LAZY_CUDA, DualFunction, _rebind, cpu_driver, cuda_module, dual, gpu_kernel
+from ._target import LAZY_CUDA, cpu_driver, dual, gpu_kernel
 from .errors import (
     ERR_BAD_CODE,
     ERR_OUT_OF_BOUNDS,
@@ -45,7 +39,6 @@ from .errors import (
     new_error_flag,
     raise_if_flagged,
 )
-from .segments import WARP, word_view
 from .utf8 import BYTE_NEXT, symbol_next
 
 cuda = LAZY_CUDA
@@ -405,260 +398,9 @@ def _table_symbol(tables, at):
     return v
 
 
-# Warp collectives.  On a GPU they are the hardware's (``ballot_sync``, ``shfl_*_sync``,
-# ``syncwarp``); numba's simulator has none, so there they go through the warp's 32 slots of a
-# shared scratch array (``scr``) and ``syncthreads``: the simulator's barrier waits for every
-# live thread of the block at whatever barrier it stands, so a warp that runs them uniformly
-# (all 32 lanes, the same sequence) gets the right answer whatever its block's other warps do.
-# The kernels allocate that scratch with ``_SCRATCH`` int64 slots: 1 on a GPU (unused), a slot
-# per thread under the simulator (:func:`_warp_kernel`).  All 32 lanes of a warp call them
-# together.
-
-_FULL_MASK = 0xFFFFFFFF
-#: int64 slots of the simulator's scratch (:func:`_warp_kernel`; 1: unused)
-_SCRATCH = 1
-#: u64 words of a warp's output ring in shared memory (:func:`_warp_decode`): more than the
-#: 33 words a tile's output (at most 32 x 8 bytes, from any byte of a word) and the word
-#: carried over from the tile before can touch; a power of two (slots are masked)
-_RING = 64
-#: u64 words of a block's rings, ``_RING`` per warp (:func:`_warp_kernel`; this default, 4
-#: warps, is what the PTX checks compile)
-_RINGS = 4 * _RING
-
-
-class _WarpOp(DualFunction):
-    """A warp collective as a device function: ``hw`` on a GPU, ``sim`` (same arguments and
-    result, through shared memory and ``syncthreads``) under numba's CUDA simulator.  Never
-    compiled for the CPU."""
-
-    def __init__(self, hw, sim):
-        super().__init__(hw)
-        self._sim = sim
-
-    @property
-    def gpu(self):
-        if self._gpu is None:
-            cuda = cuda_module()
-            py = self._sim if _device.is_simulator() else self.py
-            self._gpu = cuda.jit(device=True)(_rebind(py, "gpu"))
-        return self._gpu
-
-
-def _ballot_hw(pred, lane, scr):
-    return np.uint32(cuda.ballot_sync(_FULL_MASK, pred))
-
-
-def _ballot_sim(pred, lane, scr):
-    scr[lane] = 1 if pred else 0
-    cuda.syncthreads()
-    m = np.uint32(0)
-    for k in range(WARP):
-        if scr[k] != 0:
-            m |= np.uint32(1 << k)
-    cuda.syncthreads()
-    return m
-
-
-def _scan_hw(v, lane, scr):
-    x = np.int32(v)
-    d = 1
-    while d < WARP:
-        y = cuda.shfl_up_sync(_FULL_MASK, x, d)
-        if lane >= d:
-            x = np.int32(x + y)
-        d *= 2
-    return x, cuda.shfl_sync(_FULL_MASK, x, WARP - 1)
-
-
-def _scan_sim(v, lane, scr):
-    scr[lane] = v
-    cuda.syncthreads()
-    x = np.int32(0)
-    t = np.int32(0)
-    for k in range(WARP):
-        t += np.int32(scr[k])
-        if k == lane:
-            x = t
-    cuda.syncthreads()
-    return x, t
-
-
-def _sum_hw(v, lane, scr):
-    x = np.int64(v)
-    d = 1
-    while d < WARP:
-        x += cuda.shfl_xor_sync(_FULL_MASK, x, d)
-        d *= 2
-    return x
-
-
-def _sum_sim(v, lane, scr):
-    scr[lane] = v
-    cuda.syncthreads()
-    t = np.int64(0)
-    for k in range(WARP):
-        t += scr[k]
-    cuda.syncthreads()
-    return t
-
-
-def _sync_hw(lane, scr):
-    cuda.syncwarp(_FULL_MASK)
-
-
-def _sync_sim(lane, scr):
-    cuda.syncthreads()
-
-
-#: ``_w_ballot(pred, lane, scr)``: bit ``k`` of the result is lane ``k``'s ``pred`` (uint32)
-_w_ballot = _WarpOp(_ballot_hw, _ballot_sim)
-#: ``_w_scan(v, lane, scr)``: ``(sum of v over lanes 0..lane, sum over the warp)``, int32
-_w_scan = _WarpOp(_scan_hw, _scan_sim)
-#: ``_w_sum(v, lane, scr)``: the sum of ``v`` over the warp, int64, in every lane
-_w_sum = _WarpOp(_sum_hw, _sum_sim)
-#: ``_w_sync(lane, scr)``: the warp's shared-memory writes so far are seen by all its lanes
-_w_sync = _WarpOp(_sync_hw, _sync_sim)
-
-#: strings of at least this many code bytes are decoded by their whole warp, in tiles of 32
-#: code bytes (coalesced loads, one code per lane); shorter ones by their own thread.  Not yet
-#: tuned on a device.
-WARP_MIN_BYTES = 32
-
-
-@dual
-def _warp_tile(comp, base, ce, lane, carry, scr):
-    """Classify the tile ``comp[base:min(base + 32, ce)]`` (the warp together, lane ``k`` its
-    byte ``base + k``): ``(byte, valid, escape, literal, carry out)``.  ``literal``: the byte
-    is emitted as is (an escaped byte); ``escape``: an escape code (emits nothing); else,
-    where ``valid``, a symbol code.  ``carry`` (in and out) is 1 when the tile's last byte is
-    an escape code, whose literal opens the next tile.
-
-    A tile starts at a code or at the literal of the carried escape, and a run of 255 starts
-    at a code (the byte before it is a symbol code or a literal), so each run alternates
-    escape code, literal: byte ``k`` is a literal iff an odd number of 255 (the carried
-    escape counted where the run reaches lane 0) stands right before it -- found from a
-    ballot of the 255 bytes and ``clz``."""
-    j = base + lane
-    valid = j < ce
-    b = np.int64(comp[j]) if valid else np.int64(0)
-    e = _w_ballot(valid and b == 255, lane, scr)
-    below = np.uint32(~e & np.uint32((1 << lane) - 1))  # lanes under this one that are no 255
-    run = lane + carry if below == 0 else lane - WARP + np.int64(cuda.clz(below))
-    lit = valid and (run & 1) == 1
-    esc = valid and b == 255 and not lit
-    c = _w_ballot(esc, lane, scr)
-    last = min(ce - 1 - base, WARP - 1)
-    return b, valid, esc, lit, np.int64((c >> np.uint32(last)) & np.uint32(1))
-
-
-@dual
-def _warp_decoded_len(sym_lens, n_symbols, comp, cs, ce, lane, scr):
-    """:func:`_fsst_decoded_len` of ``comp[cs:ce]`` (in bounds) by the warp together (each
-    lane sums its codes' lengths, one reduction at the end): the length, or -2 (a code beyond
-    the table: first, as the serial loop meets one before the end) or -1 (the string ends in
-    an escape code)."""
-    mine = np.int64(0)
-    bad = False
-    carry = np.int64(0)
-    base = cs
-    while base < ce:
-        b, valid, esc, lit, carry = _warp_tile(comp, base, ce, lane, carry, scr)
-        if lit:
-            mine += 1
-        elif valid and not esc:
-            mine += np.int64(sym_lens[b])
-            bad = bad or b >= n_symbols
-        base += WARP
-    total = _w_sum(mine, lane, scr)
-    if _w_ballot(bad, lane, scr) != 0:
-        return np.int64(-2)
-    if carry:
-        return np.int64(-1)
-    return total
-
-
-@dual
-def _stage(ring, w0, p, n, v):
-    """OR the ``n`` (1..8) low bytes of ``v`` at output byte ``p`` into the ring's words (word
-    ``w = floor((p - w0) / 8)`` of the output at slot ``w % _RING``, as a shift and a mask:
-    both right for a negative ``w`` too): one or two shared atomics (lanes of a warp share
-    words, never bytes)."""
-    if n < 8:
-        v &= (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
-    rel = p - w0
-    w = rel >> 3
-    sh = rel & 7
-    cuda.atomic.or_(ring, w & (_RING - 1), v << np.uint64(8 * sh))
-    if sh + n > 8:
-        cuda.atomic.or_(ring, (w + 1) & (_RING - 1), v >> np.uint64(64 - 8 * sh))
-
-
-@dual
-def _flush(ring, out, out_w, w0, lo, hi, o0, o1, lane):
-    """Write output words ``lo..hi`` from the ring (lane ``k`` words ``lo + k``, ``lo + k + 32``
-    ...), zeroing their slots: whole where the word lies in ``out[o0:o1]`` and in the word view
-    (``out_w``, word ``w`` at byte ``w0 + 8 w`` of ``out``), else its bytes that do, one by one
-    (the first and the last word of a string share bytes with its neighbours)."""
-    w = lo + lane
-    while w < hi:
-        slot = w & (_RING - 1)
-        v = ring[slot]
-        ring[slot] = np.uint64(0)
-        a = w0 + 8 * w
-        if w >= 0 and w < out_w.shape[0] and a >= o0 and a + 8 <= o1:
-            out_w[w] = v
-        else:
-            for k in range(8):
-                if a + k >= o0 and a + k < o1:
-                    out[a + k] = (v >> np.uint64(8 * k)) & np.uint64(0xFF)
-        w += WARP
-
-
-@dual
-def _warp_decode(symbols, sym_lens, comp, cs, ce, out, out_w, w0, o0, o1, lane, scr, ring):
-    """:func:`_fsst_decode_one` of ``comp[cs:ce]`` (validated) at ``out[o0:o1]`` by the warp
-    together.  Per tile, a warp scan of the lanes' output lengths gives each code its output
-    position; each lane ORs its bytes into the warp's ring of output words in shared memory
-    (``ring``, zero on entry and on return), and the words the tile completed are written out
-    as aligned 8-byte stores, coalesced (the string's first and last word byte by byte).  No
-    byte at or past ``o1`` is written, whatever the codes decode to."""
-    done = (o0 - w0) >> 3  # the first word not yet written (floor: -1 before the first whole word)
-    pos = o0
-    carry = np.int64(0)
-    base = cs
-    while base < ce:
-        b, valid, esc, lit, carry = _warp_tile(comp, base, ce, lane, carry, scr)
-        n = np.int32(0)
-        v = np.uint64(b)
-        if valid and not esc and not lit:
-            n = np.int32(sym_lens[b])
-            v = np.uint64(symbols[b])
-        elif lit:
-            n = np.int32(1)
-        incl, t = _w_scan(n, lane, scr)
-        p = pos + np.int64(incl - n)
-        if n and p < o1:
-            _stage(ring, w0, p, min(np.int64(n), o1 - p), v)
-        pos += np.int64(t)
-        _w_sync(lane, scr)
-        upto = (min(pos, o1) - w0) >> 3  # words below it are complete
-        _flush(ring, out, out_w, w0, done, upto, o0, o1, lane)
-        done = max(done, upto)
-        _w_sync(lane, scr)
-        base += WARP
-    end = min(pos, o1)
-    _flush(ring, out, out_w, w0, done, (end - w0 + 7) >> 3, o0, end, lane)  # every staged word: the ring is zero
-    _w_sync(lane, scr)
-
-
 @gpu_kernel
 def _seg_lengths_kernel(tables, table_pos, n_symbols, comp, starts, lengths, blk_seg, blk_first, blk_end, out_lens, err):
-    """Pass 1 over block ``b``'s strings ``blk_first[b]..blk_end[b]`` of segment
-    ``blk_seg[b]`` (its table's lengths in shared memory): a string shorter than
-    ``WARP_MIN_BYTES`` by its thread, the longer ones of a warp by the warp, one after
-    another."""
     sh_lens = cuda.shared.array(256, numba.uint8)
-    scr_all = cuda.shared.array(_SCRATCH, numba.int64)
     b = cuda.blockIdx.x
     s = np.int64(blk_seg[b])
     base = np.int64(table_pos[s])
@@ -670,47 +412,20 @@ def _seg_lengths_kernel(tables, table_pos, n_symbols, comp, starts, lengths, blk
     cuda.syncthreads()
     if not ok and cuda.threadIdx.x == 0:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
-    lane = cuda.threadIdx.x % WARP
-    scr = scr_all[cuda.threadIdx.x - lane:cuda.threadIdx.x - lane + WARP]
-    nsym = np.int64(n_symbols[s])
     i = np.int64(blk_first[b]) + cuda.threadIdx.x
-    wide = False
     if i < np.int64(blk_end[b]):
         st = np.int64(starts[i])
-        ln = np.int64(lengths[i])
-        if ln >= WARP_MIN_BYTES and st >= 0 and st + ln <= comp.shape[0]:
-            wide = True
-        else:
-            length = _fsst_decoded_len(sh_lens, nsym, comp, comp.shape[0], st, st + ln)
-            if length < 0:
-                cuda.atomic.or_(err, 0, _error_bit(length))
-                length = 0
-            out_lens[i] = length
-    todo = _w_ballot(wide, lane, scr)
-    while todo != 0:
-        k = np.int64(cuda.ffs(todo)) - 1
-        todo &= todo - np.uint32(1)
-        j = i - lane + k
-        cs = np.int64(starts[j])
-        length = _warp_decoded_len(sh_lens, nsym, comp, cs, cs + np.int64(lengths[j]), lane, scr)
-        if lane == k:
-            if length < 0:
-                cuda.atomic.or_(err, 0, _error_bit(length))
-                length = 0
-            out_lens[j] = length
+        length = _fsst_decoded_len(sh_lens, np.int64(n_symbols[s]), comp, comp.shape[0], st, st + np.int64(lengths[i]))
+        if length < 0:
+            cuda.atomic.or_(err, 0, _error_bit(length))
+            length = 0
+        out_lens[i] = length
 
 
 @gpu_kernel
-def _seg_decode_kernel(tables, table_pos, comp, starts, lengths, blk_seg, blk_first, blk_end, out_offsets, out, out_w, out_w0,
-                       err):
-    """Pass 2 over block ``b``'s strings (table in shared memory), split as pass 1 splits
-    them: short strings by their thread, long ones by their warp (through its ring of output
-    words, :func:`_warp_decode`; ``out_w``: the aligned u64 words of ``out`` from its byte
-    ``out_w0``, ``segments.word_view``)."""
+def _seg_decode_kernel(tables, table_pos, comp, starts, lengths, blk_seg, blk_first, blk_end, out_offsets, out, err):
     sh_sym = cuda.shared.array(256, numba.uint64)
     sh_lens = cuda.shared.array(256, numba.uint8)
-    scr_all = cuda.shared.array(_SCRATCH, numba.int64)
-    ring_all = cuda.shared.array(_RINGS, numba.uint64)
     b = cuda.blockIdx.x
     s = np.int64(blk_seg[b])
     base = np.int64(table_pos[s])
@@ -720,48 +435,18 @@ def _seg_decode_kernel(tables, table_pos, comp, starts, lengths, blk_seg, blk_fi
         sh_sym[t] = _table_symbol(tables, base + 8 * t) if ok else np.uint64(0)
         sh_lens[t] = tables[base + 2048 + t] if ok else 0
         t += cuda.blockDim.x
-    t = cuda.threadIdx.x
-    while t < _RINGS:
-        ring_all[t] = np.uint64(0)
-        t += cuda.blockDim.x
     cuda.syncthreads()
     if not ok and cuda.threadIdx.x == 0:
         cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
-    lane = cuda.threadIdx.x % WARP
-    w = cuda.threadIdx.x // WARP
-    scr = scr_all[cuda.threadIdx.x - lane:cuda.threadIdx.x - lane + WARP]
-    ring = ring_all[w * _RING:(w + 1) * _RING]
     i = np.int64(blk_first[b]) + cuda.threadIdx.x
-    wide = False
     if i < np.int64(blk_end[b]):
         st = np.int64(starts[i])
-        ln = np.int64(lengths[i])
         o0 = np.int64(out_offsets[i])
         o1 = np.int64(out_offsets[i + 1])
         if o0 < 0 or o1 < o0 or o1 > out.shape[0]:
             cuda.atomic.or_(err, 0, ERR_OUT_OF_BOUNDS)
-        elif ln >= WARP_MIN_BYTES:
-            wide = True
         else:
-            _fsst_decode_one(sh_sym, sh_lens, comp, st, st + ln, out, o0, o1)
-    todo = _w_ballot(wide, lane, scr)
-    while todo != 0:
-        k = np.int64(cuda.ffs(todo)) - 1
-        todo &= todo - np.uint32(1)
-        j = i - lane + k
-        cs = np.int64(starts[j])
-        _warp_decode(sh_sym, sh_lens, comp, cs, cs + np.int64(lengths[j]), out, out_w, np.int64(out_w0),
-                     np.int64(out_offsets[j]), np.int64(out_offsets[j + 1]), lane, scr, ring)
-
-
-def _warp_kernel(kernel, threads_per_block):
-    """``kernel`` compiled for blocks of ``threads_per_block`` threads (whole warps): a ring of
-    output words per warp, and under the simulator a scratch slot per thread for the warp
-    collectives."""
-    if threads_per_block <= 0 or threads_per_block % WARP:
-        msg = f"threads_per_block must be a positive multiple of {WARP}, got {threads_per_block}"
-        raise ValueError(msg)
-    return kernel.get(_RINGS=_RING * (threads_per_block // WARP), _SCRATCH=threads_per_block if _device.is_simulator() else 1)
+            _fsst_decode_one(sh_sym, sh_lens, comp, st, st + np.int64(lengths[i]), out, o0, o1)
 
 
 # --------------------------------------------------------------------------
@@ -1025,7 +710,7 @@ def fsst_lengths_segments_gpu(tables, table_pos, n_symbols, compressed, starts, 
     seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
-        _warp_kernel(_seg_lengths_kernel, threads_per_block)[seg.size, threads_per_block](
+        _seg_lengths_kernel.get()[seg.size, threads_per_block](
             _device.to_device(tables, np.uint8), _device.to_device(np.asarray(table_pos, np.int64)),
             _device.to_device(np.asarray(n_symbols, np.int64)), _device.to_device(compressed, np.uint8),
             _device.to_device(starts), _device.to_device(lengths),
@@ -1043,12 +728,11 @@ def fsst_decode_segments_gpu(tables, table_pos, compressed, starts, lengths, seg
     seg, first, end = _block_map(segments, threads_per_block)
     if seg.size:
         err = new_error_flag()
-        d_out = _device.to_device(out_bytes, np.uint8)
-        _warp_kernel(_seg_decode_kernel, threads_per_block)[seg.size, threads_per_block](
+        _seg_decode_kernel.get()[seg.size, threads_per_block](
             _device.to_device(tables, np.uint8), _device.to_device(np.asarray(table_pos, np.int64)),
             _device.to_device(compressed, np.uint8), _device.to_device(starts), _device.to_device(lengths),
             _device.to_device(seg), _device.to_device(first), _device.to_device(end),
-            _device.to_device(out_offsets), d_out, *word_view(d_out), err,
+            _device.to_device(out_offsets), _device.to_device(out_bytes, np.uint8), err,
         )
         raise_if_flagged(err, "fsst_decode_segments_gpu")
     return out_bytes

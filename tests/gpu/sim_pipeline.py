@@ -336,38 +336,6 @@ def test_fsst_miniblock(fsst):
     assert_same(lance_gpu.dataset(fsst).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(fsst).to_table(), "fsst")
 
 
-def test_fsst_long_strings_match_pylance(root, monkeypatch):
-    """Strings whose codes span several 32-byte tiles (each decoded by a warp:
-    ``cuda_kernels.fsst._warp_decode``) beside short ones, nulls and escaped bytes (characters
-    outside the symbol tables), in a mini-block column and a full-zip one, equal pylance."""
-    rng = np.random.default_rng(43)
-
-    def text(k: int, i: int) -> str:
-        words = [gd.FSST_WORDS[j] if rng.random() < 0.9 else f"\u00f1{rng.integers(0, 1000)}\u00e9" for j in rng.integers(0, 8, k)]
-        return " ".join(words) + f" {i}"
-
-    n = 700
-    mini = [text(int(rng.choice([1, 3, 6, 30])), i) for i in range(n)]
-    # long and repetitive (few codes: the simulator runs a warp's tiles slowly), and not all alike
-    full = [f"{gd.FSST_WORDS[i % 8]} " * int(rng.integers(50, 90)) + text(3, i) if i % 4 == 0 else None for i in range(n)]
-    uri = str(root / "fsst_long")
-    tbl = pa.table({"mini": pa.array(mini, mask=rng.random(n) < 0.05), "full": pa.array(full)})
-    lance.write_dataset(tbl, uri, data_storage_version="2.2")
-    assert {"fsst-compressed-mini_block_layout", "fsst-compressed-full_zip_layout"} <= gd.encodings_seen([uri])
-    longest = []
-    real = ck.fsst_decode_segments_gpu
-
-    def spy(tables, table_pos, compressed, starts, lengths, segments, *a, **k):
-        lo, hi = ck.fsst._segment_ranges(segments)
-        lens = h(lengths)
-        longest.append(max(int(lens[a:b].max()) for a, b in zip(lo, hi, strict=True) if b > a))
-        return real(tables, table_pos, compressed, starts, lengths, segments, *a, **k)
-
-    monkeypatch.setattr(ck, "fsst_decode_segments_gpu", spy)
-    assert_same(lance_gpu.dataset(uri).to_table(device="gpu", on_cpu_fallback="raise"), lance.dataset(uri).to_table(), "fsst_long")
-    assert longest and max(longest) > 2 * ck.fsst.WARP_MIN_BYTES, longest  # three tiles and more
-
-
 def test_fixed_width_dictionaries_of_many_pages(root):
     """Fixed-width dictionary pages (int64, float64), several a leaf, their items staged per
     leaf and gathered by page, and a row selection of them: the GPU read equals pylance's."""

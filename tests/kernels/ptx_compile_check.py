@@ -139,7 +139,7 @@ def _pipeline_cases():
             fsst._seg_decode_kernel,
             {},
             (z(2 * fsst.TABLE_BYTES, u8), z(2, i64), z(9, u8), z(3, i64), z(3, i64), z(2, i64), z(2, i64), z(2, i64), z(4, i64),
-             z(9, u8), z(1, u64), i64(0), z(1, i32)),
+             z(9, u8), z(1, i32)),
         ),
         (segments._copy_kernel, {}, (z(9, u8), z(2, i64), z(9, u8), z(2, i64), z(3, i64), i64(2), i64(3), i64(16), z(1, i32), z(1, u64), i64(0),
                                      z(1, u64), i64(1))),
